@@ -1,0 +1,268 @@
+// Command series materializes the upstream trees from the pinned modules, the overlay
+// files and the patch series, saves tree edits back, and exports the series.
+//
+//	series tree                 build or update _output/kubernetes and _output/autoscaler
+//	series save [-group G]      write tree edits back into patches/ and the overlay files
+//	series verify-saved         fail when a tree holds edits that are not saved
+//	series patches [-o DIR]     export the series as git format-patch files
+//	series roundtrip            prove the export applies to pristine upstream and gives the tree
+//	series check                pins, overlay claims and gofmt of the overlay
+//	series version              the version string of the kubernetes build
+//	series pin -k8s V [-vpa V]  move the pins to another upstream release
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/kube-carry/kube-carry/hack/internal/series"
+)
+
+const usage = `usage: series <command> [flags]
+
+commands:
+  tree [UPSTREAM...]       build or update the trees under _output/ (kubernetes, autoscaler)
+  save [-group G]          write tree edits back into the repository
+  verify-saved             exit 1 when a tree holds edits that are not saved
+  patches [-o DIR]         export the series as format-patch files (default _output/patches)
+  roundtrip                check that the export applies to pristine upstream and yields the tree
+  check                    check pins, overlay claims and the gofmt of overlay files
+  version                  print the kubernetes version string (v1.X.Y-carry.N+COMMIT)
+  pin -k8s V [-vpa V]      pin another upstream release in go.mod and go.sum
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	root, err := repoRoot()
+	if err == nil {
+		err = run(root, os.Args[1], os.Args[2:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// repoRoot finds this repository's root from the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "patches")); err == nil {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("run this from the kube-carry repository (no go.mod and patches/ above %s)", dir)
+		}
+	}
+}
+
+func run(root, cmd string, args []string) error {
+	repo := series.Repo{Root: root}
+	pins, err := series.ReadPins(root)
+	if err != nil {
+		return err
+	}
+	trees := func(names []string) ([]*series.Tree, error) {
+		var out []*series.Tree
+		for _, u := range series.Upstreams {
+			if len(names) > 0 && !contains(names, u.Name) {
+				continue
+			}
+			out = append(out, &series.Tree{Repo: repo, Up: u, Src: series.GoSource{Root: root}, Pins: pins.For(u), Log: os.Stderr})
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("no upstream named %s (known: kubernetes, autoscaler)", strings.Join(names, ", "))
+		}
+		return out, nil
+	}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	switch cmd {
+	case "tree":
+		if err := pins.Check(); err != nil {
+			return err
+		}
+		ts, err := trees(args)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if _, err := t.Sync(); err != nil {
+				return err
+			}
+		}
+		return nil
+
+	case "save":
+		group := fs.String("group", "", "the group that takes edits to paths no group touches yet (or all edits)")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		owner := ""
+		if *group != "" {
+			for _, u := range series.Upstreams {
+				groups, err := repo.Groups(u)
+				if err != nil {
+					return err
+				}
+				if _, err := series.FindGroup(groups, *group); err == nil {
+					owner = u.Name
+				}
+			}
+			if owner == "" {
+				return fmt.Errorf("no group %q under patches/*/ (a new group starts as a directory with a HEADER file; run 'make tree' after creating it)", *group)
+			}
+		}
+		ts, err := trees(nil)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if st, err := t.LoadState(); err != nil || st == nil {
+				continue
+			}
+			into := ""
+			if t.Up.Name == owner {
+				into = *group
+			}
+			saved, err := t.Save(into)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Up.Name, err)
+			}
+			if len(saved) > 0 {
+				fmt.Printf("%s: saved edits into %s\n", t.Up.Name, strings.Join(saved, ", "))
+			}
+		}
+		return nil
+
+	case "verify-saved":
+		ts, err := trees(nil)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, t := range ts {
+			st, err := t.LoadState()
+			if err != nil {
+				return err
+			}
+			if st != nil {
+				errs = append(errs, t.Unsaved(st))
+			}
+		}
+		return errors.Join(errs...)
+
+	case "patches", "roundtrip":
+		out := fs.String("o", filepath.Join(root, "_output", "patches"), "output directory")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		ts, err := trees(nil)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			st, err := t.Sync()
+			if err != nil {
+				return err
+			}
+			if cmd == "roundtrip" {
+				work, err := os.MkdirTemp("", "kube-carry-roundtrip-")
+				if err != nil {
+					return err
+				}
+				err = t.RoundTrip(st, work)
+				os.RemoveAll(work)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.Up.Name, err)
+				}
+				fmt.Printf("%s: the exported series applies to pristine upstream and yields the materialized tree\n", t.Up.Name)
+				continue
+			}
+			files, err := t.Export(st, filepath.Join(*out, t.Up.Name))
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Up.Name, err)
+			}
+			fmt.Printf("%s: %d patches in %s\n", t.Up.Name, len(files), filepath.Join(*out, t.Up.Name))
+		}
+		return nil
+
+	case "check":
+		if err := pins.Check(); err != nil {
+			return err
+		}
+		var gofiles []string
+		for _, u := range series.Upstreams {
+			if _, err := repo.Groups(u); err != nil {
+				return err
+			}
+			files, err := repo.OverlayFiles(u)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				if strings.HasSuffix(f, ".go") {
+					gofiles = append(gofiles, f)
+				}
+			}
+		}
+		if len(gofiles) == 0 {
+			return nil
+		}
+		c := exec.Command("gofmt", append([]string{"-l"}, gofiles...)...)
+		c.Dir = root
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("gofmt: %v: %s", err, out)
+		}
+		if len(out) > 0 {
+			return fmt.Errorf("these overlay files are not gofmt-ed (run gofmt -w on them):\n%s", out)
+		}
+		return nil
+
+	case "version":
+		ts, err := trees([]string{"kubernetes"})
+		if err != nil {
+			return err
+		}
+		v, err := ts[0].BuildVersion()
+		if err != nil {
+			return err
+		}
+		fmt.Println(v)
+		return nil
+
+	case "pin":
+		k8s := fs.String("k8s", "", "Kubernetes release, e.g. v1.36.4")
+		vpa := fs.String("vpa", "", "Vertical Pod Autoscaler release, e.g. v1.8.2")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return series.Pin(root, *k8s, *vpa, os.Stderr)
+
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+package series
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Export writes the series as `git format-patch` files, one per group, into dir
+// (which it empties of earlier patches) and returns their paths in order.
+func (t *Tree) Export(st *State, dir string) ([]string, error) {
+	if err := t.Unsaved(st); err != nil {
+		return nil, err
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "*.patch"))
+	for _, o := range old {
+		if err := os.Remove(o); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for i, gs := range st.Groups {
+		parent := st.BaseCommit
+		if i > 0 {
+			parent = st.Groups[i-1].Commit
+		}
+		if changes, err := t.git().diffTrees(parent, gs.Commit); err != nil {
+			return nil, err
+		} else if len(changes) == 0 {
+			return nil, fmt.Errorf("group %s changes nothing; it cannot be exported as a patch", gs.Name)
+		}
+	}
+	if len(st.Groups) == 0 {
+		return nil, nil
+	}
+	if _, err := t.git().run("format-patch", "-q", "--no-signature", "--zero-commit", "--no-renames", "--binary",
+		"-o", dir, st.BaseCommit+".."+st.Tip()); err != nil {
+		return nil, err
+	}
+	return filepath.Glob(filepath.Join(dir, "*.patch"))
+}
+
+// RoundTrip proves that the exported series applies with `git am` onto a fresh
+// checkout of the pristine upstream tag and yields exactly the materialized tree.
+func (t *Tree) RoundTrip(st *State, work string) error {
+	patches, err := t.Export(st, filepath.Join(work, "patches"))
+	if err != nil {
+		return err
+	}
+	version, err := t.Version()
+	if err != nil {
+		return err
+	}
+	clone := filepath.Join(work, "pristine")
+	if err := os.RemoveAll(clone); err != nil {
+		return err
+	}
+	g := git{dir: work, ident: t.git().ident}
+	if _, err := g.run("clone", "-q", "--shared", "--no-checkout", t.Dir(), clone); err != nil {
+		return err
+	}
+	c := git{dir: clone, ident: g.ident}
+	if err := os.WriteFile(filepath.Join(clone, ".git", "info", "attributes"), []byte("* -text\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.run("checkout", "-q", t.Up.Tag(version)); err != nil {
+		return err
+	}
+	if len(patches) > 0 {
+		if _, err := c.run(append([]string{"am", "-q", "--keep-cr"}, patches...)...); err != nil {
+			c.run("am", "--abort")
+			return fmt.Errorf("the exported series does not apply to pristine %s: %w", t.Up.Tag(version), err)
+		}
+	}
+	got, err := c.run("rev-parse", "HEAD^{tree}")
+	if err != nil {
+		return err
+	}
+	want, err := t.git().run("rev-parse", st.Tip()+"^{tree}")
+	if err != nil {
+		return err
+	}
+	if got != want {
+		diff, _ := c.run("diff", "--stat", want, got)
+		return fmt.Errorf("the exported series applied to pristine %s gives another tree than the materialized one:\n%s", t.Up.Tag(version), diff)
+	}
+	return nil
+}

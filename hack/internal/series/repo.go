@@ -1,0 +1,229 @@
+// Package series keeps a fork of an upstream project as overlay files and an ordered
+// series of patch groups, and materializes them into a git tree that upstream
+// tooling accepts.
+package series
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Upstream describes one upstream project the fork carries.
+type Upstream struct {
+	// Name names the patch directory (patches/NAME) and the tree (_output/NAME).
+	Name string
+	// Module is the Go module whose zip carries the upstream source.
+	Module string
+	// Subdir is where the module sits in the upstream repository ("" for its root).
+	Subdir string
+	// Tag turns the module version into upstream's release tag.
+	Tag func(version string) string
+	// OverlayRoots are the top-level directories of this repository whose files are
+	// new files of this upstream, at their in-tree path.
+	OverlayRoots []string
+	// Symlinks that module zips drop: in-tree path -> link target.
+	Symlinks map[string]string
+	// Nested adds the nested modules that module zips drop; it may edit the tree.
+	Nested func(m *materializer) error
+}
+
+// Group is one feature's patch group: a commit message, the new files it adds and
+// one patch of the upstream files it changes.
+type Group struct {
+	Name   string // directory name, e.g. 10-kubelet-image-pull-gate
+	Dir    string // absolute path of the group directory
+	Header string // the commit message
+	Files  []string
+	Patch  string // absolute path of upstream.patch, "" when the group changes no upstream file
+}
+
+const (
+	headerFile = "HEADER"
+	filesFile  = "files"
+	patchFile  = "upstream.patch"
+)
+
+var groupName = regexp.MustCompile(`^[0-9]{2}-[a-z0-9][a-z0-9-]*$`)
+
+// Subject is the first line of the group's commit message.
+func (g Group) Subject() string {
+	s, _, _ := strings.Cut(g.Header, "\n")
+	return s
+}
+
+// Repo is a checkout of this project.
+type Repo struct {
+	Root string
+}
+
+// PatchDir is where the groups of an upstream live.
+func (r Repo) PatchDir(u Upstream) string { return filepath.Join(r.Root, "patches", u.Name) }
+
+// TreeDir is where an upstream's tree is materialized.
+func (r Repo) TreeDir(u Upstream) string { return filepath.Join(r.Root, "_output", u.Name) }
+
+// Groups loads and checks the ordered groups of an upstream.
+func (r Repo) Groups(u Upstream) ([]Group, error) {
+	entries, err := os.ReadDir(r.PatchDir(u))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var groups []Group
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(r.PatchDir(u), e.Name())
+		rel, _ := filepath.Rel(r.Root, dir)
+		if !groupName.MatchString(e.Name()) {
+			return nil, fmt.Errorf("%s: a group directory is named NN-name (two digits, then lower-case words joined by '-')", rel)
+		}
+		g := Group{Name: e.Name(), Dir: dir}
+		h, err := os.ReadFile(filepath.Join(dir, headerFile))
+		if err != nil {
+			return nil, fmt.Errorf("%s: every group needs a %s file with its commit message: %w", rel, headerFile, err)
+		}
+		g.Header = strings.TrimSpace(string(h)) + "\n"
+		if strings.TrimSpace(g.Subject()) == "" {
+			return nil, fmt.Errorf("%s/%s: the first line (the commit subject) is empty", rel, headerFile)
+		}
+		if f, err := os.ReadFile(filepath.Join(dir, filesFile)); err == nil {
+			for i, l := range strings.Split(string(f), "\n") {
+				l = strings.TrimSpace(l)
+				if l == "" || strings.HasPrefix(l, "#") {
+					continue
+				}
+				if !u.ownsPath(l) || filepath.Clean(l) != l {
+					return nil, fmt.Errorf("%s/%s:%d: %q is not a clean path under %s", rel, filesFile, i+1, l, strings.Join(u.OverlayRoots, ", "))
+				}
+				g.Files = append(g.Files, l)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, patchFile)); err == nil {
+			g.Patch = filepath.Join(dir, patchFile)
+		}
+		others, _ := filepath.Glob(filepath.Join(dir, "*.patch"))
+		for _, o := range others {
+			if o != g.Patch {
+				return nil, fmt.Errorf("%s: a group keeps its changes to upstream files in one %s; found %s", rel, patchFile, filepath.Base(o))
+			}
+		}
+		groups = append(groups, g)
+	}
+	return groups, r.checkClaims(u, groups)
+}
+
+func (u Upstream) ownsPath(p string) bool {
+	for _, root := range u.OverlayRoots {
+		if strings.HasPrefix(p, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// OverlayFiles lists the files of this repository under the upstream's overlay roots.
+func (r Repo) OverlayFiles(u Upstream) ([]string, error) {
+	var files []string
+	for _, root := range u.OverlayRoots {
+		err := filepath.WalkDir(filepath.Join(r.Root, root), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(r.Root, p)
+			files = append(files, filepath.ToSlash(rel))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// checkClaims makes sure every overlay file is claimed by exactly one group and
+// every claimed file exists.
+func (r Repo) checkClaims(u Upstream, groups []Group) error {
+	owner := map[string]string{}
+	var problems []string
+	for _, g := range groups {
+		for _, f := range g.Files {
+			if o, ok := owner[f]; ok {
+				problems = append(problems, fmt.Sprintf("%s is claimed by both %s and %s", f, o, g.Name))
+			}
+			owner[f] = g.Name
+			if _, err := os.Lstat(filepath.Join(r.Root, f)); err != nil {
+				problems = append(problems, fmt.Sprintf("%s (claimed by %s/%s) does not exist", f, g.Name, filesFile))
+			}
+		}
+	}
+	files, err := r.OverlayFiles(u)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if _, ok := owner[f]; !ok {
+			problems = append(problems, fmt.Sprintf("%s belongs to no group: list it in patches/%s/<group>/%s", f, u.Name, filesFile))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("overlay files of %s:\n  %s", u.Name, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// Fingerprint identifies a group's inputs: its header, patch and new files.
+func (r Repo) Fingerprint(g Group) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "header %q\n", g.Header)
+	if g.Patch != "" {
+		p, err := os.ReadFile(g.Patch)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "patch %d\n", len(p))
+		h.Write(p)
+	}
+	for _, f := range g.Files {
+		info, err := os.Lstat(filepath.Join(r.Root, f))
+		if err != nil {
+			return "", err
+		}
+		data, err := os.ReadFile(filepath.Join(r.Root, f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "file %q %v %d\n", f, info.Mode().Perm()&0o111 != 0, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// FindGroup resolves a group by its directory name, with or without the number.
+func FindGroup(groups []Group, name string) (Group, error) {
+	var names []string
+	for _, g := range groups {
+		if g.Name == name || g.Name[3:] == name {
+			return g, nil
+		}
+		names = append(names, g.Name)
+	}
+	return Group{}, fmt.Errorf("no group %q; the groups are: %s (a new group starts as a directory with a %s)", name, strings.Join(names, ", "), headerFile)
+}

@@ -1,0 +1,257 @@
+package series
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Save writes the edits made in the tree (uncommitted changes and commits on top of
+// the series) back into the repository. Each changed path goes to the last group
+// that touches it, or to the group named by into. The tree's series is rewritten
+// with git's autosquash; when that fails, the tree is left exactly as it was.
+func (t *Tree) Save(into string) ([]string, error) {
+	st, err := t.LoadState()
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%s: no tree to save from; run 'make tree' first", t.Dir())
+	}
+	groups, err := t.Repo.Groups(t.Up)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkCurrent(st, groups); err != nil {
+		return nil, err
+	}
+	g := t.git()
+	head, err := g.run("rev-parse", "HEAD")
+	if err != nil {
+		return nil, err
+	}
+	work, err := g.worktreeTree()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := g.diffTrees(st.Tip(), work)
+	if err != nil {
+		return nil, err
+	}
+	if len(changes) == 0 {
+		if head != st.Tip() {
+			if _, err := g.run("reset", "-q", "--mixed", st.Tip()); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+
+	var target *Group
+	if into != "" {
+		gr, err := FindGroup(groups, into)
+		if err != nil {
+			return nil, err
+		}
+		target = &gr
+	}
+	owner, err := t.lastToucher(st)
+	if err != nil {
+		return nil, err
+	}
+	byGroup := map[string][]string{}
+	var homeless []string
+	for _, c := range changes {
+		switch name, ok := owner[c.Path]; {
+		case target != nil:
+			byGroup[target.Name] = append(byGroup[target.Name], c.Path)
+		case ok:
+			byGroup[name] = append(byGroup[name], c.Path)
+		default:
+			homeless = append(homeless, c.Path)
+		}
+	}
+	if len(homeless) > 0 {
+		return nil, fmt.Errorf("no group touches these paths yet; name the group with GROUP=<group>:\n  %s", strings.Join(homeless, "\n  "))
+	}
+
+	// From here on the tree is rewritten; on any failure it returns to head with the
+	// work tree untouched, so the edits stay where they were.
+	restore := func(cause error) error {
+		g.run("rebase", "--abort")
+		if _, err := g.run("reset", "-q", "--mixed", head); err != nil {
+			return errors.Join(cause, fmt.Errorf("restoring %s to %s: %w", t.Dir(), head, err))
+		}
+		return cause
+	}
+	if _, err := g.run("reset", "-q", "--mixed", st.Tip()); err != nil {
+		return nil, restore(err)
+	}
+	var saved []string
+	for i, gr := range groups {
+		paths := byGroup[gr.Name]
+		if len(paths) == 0 {
+			continue
+		}
+		if _, err := g.run(append([]string{"add", "-A", "-f", "--"}, paths...)...); err != nil {
+			return nil, restore(err)
+		}
+		// "fixup! <commit>" names the group's commit, whatever its subject.
+		if _, err := g.runBytes([]byte("fixup! "+st.Groups[i].Commit+"\n"), "commit", "-q", "--no-verify", "-F", "-"); err != nil {
+			return nil, restore(err)
+		}
+		saved = append(saved, gr.Name)
+	}
+	if _, err := g.run("rebase", "-q", "-i", "--autosquash", "--keep-empty", st.BaseCommit); err != nil {
+		return nil, restore(fmt.Errorf("the edits do not fit into the series (a later group conflicts with them); nothing was changed:\n%w", err))
+	}
+	if tip, err := g.run("rev-parse", "HEAD^{tree}"); err != nil || tip != work {
+		return nil, restore(fmt.Errorf("the rewritten series does not end at the edited tree (%s != %s)", tip, work))
+	}
+	// The rebase kept the group order; record the new commits and write them back.
+	log, err := g.run("rev-list", "--reverse", st.BaseCommit+"..HEAD")
+	if err != nil {
+		return nil, restore(err)
+	}
+	commits := lines(log)
+	if len(commits) != len(groups) {
+		return nil, restore(fmt.Errorf("the series has %d commits after saving, want one per group (%d)", len(commits), len(groups)))
+	}
+	for i, gr := range groups {
+		if err := t.writeBack(gr, commits[i]); err != nil {
+			return nil, err
+		}
+	}
+	// Reload: writing back may have changed the groups' file lists.
+	if groups, err = t.Repo.Groups(t.Up); err != nil {
+		return nil, err
+	}
+	st.Groups = st.Groups[:0]
+	for i, gr := range groups {
+		fp, err := t.Repo.Fingerprint(gr)
+		if err != nil {
+			return nil, err
+		}
+		st.Groups = append(st.Groups, GroupState{Name: gr.Name, Fingerprint: fp, Commit: commits[i]})
+	}
+	return saved, t.saveState(st)
+}
+
+// checkCurrent refuses to save from a tree that was built from other repository
+// contents: saving would overwrite the repository's newer edits.
+func (t *Tree) checkCurrent(st *State, groups []Group) error {
+	if st.Base != t.baseFingerprint() || len(st.Groups) != len(groups) {
+		return fmt.Errorf("the tree was built from other pins or groups than the repository has now; saving would overwrite them. Run 'make tree' first")
+	}
+	for i, gr := range groups {
+		fp, err := t.Repo.Fingerprint(gr)
+		if err != nil {
+			return err
+		}
+		if st.Groups[i].Name != gr.Name || st.Groups[i].Fingerprint != fp {
+			return fmt.Errorf("group %s changed in the repository since the tree was built; saving would overwrite it. Run 'make tree' first", gr.Name)
+		}
+	}
+	return nil
+}
+
+// lastToucher maps every path a group changes to the last group that changes it.
+func (t *Tree) lastToucher(st *State) (map[string]string, error) {
+	g := t.git()
+	owner := map[string]string{}
+	parent := st.BaseCommit
+	for _, gs := range st.Groups {
+		changes, err := g.diffTrees(parent, gs.Commit)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			owner[c.Path] = gs.Name
+		}
+		parent = gs.Commit
+	}
+	return owner, nil
+}
+
+// writeBack writes one group commit into the repository: the files it adds become
+// overlay files listed in the group's files, everything else its upstream.patch.
+func (t *Tree) writeBack(gr Group, commit string) error {
+	g := t.git()
+	changes, err := g.diffTrees(commit+"^", commit)
+	if err != nil {
+		return err
+	}
+	var added, changed []string
+	for _, c := range changes {
+		if c.Status == 'A' && t.Up.ownsPath(c.Path) {
+			added = append(added, c.Path)
+		} else {
+			changed = append(changed, c.Path)
+		}
+	}
+	sort.Strings(added)
+	for _, f := range added {
+		if err := t.exportFile(commit, f); err != nil {
+			return err
+		}
+	}
+	keep := map[string]bool{}
+	for _, f := range added {
+		keep[f] = true
+	}
+	for _, f := range gr.Files {
+		if !keep[f] {
+			if err := os.Remove(filepath.Join(t.Repo.Root, f)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	filesPath := filepath.Join(gr.Dir, filesFile)
+	if len(added) > 0 {
+		if err := os.WriteFile(filesPath, []byte(strings.Join(added, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	} else if err := os.Remove(filesPath); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	patchPath := filepath.Join(gr.Dir, patchFile)
+	if len(changed) == 0 {
+		if err := os.Remove(patchPath); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	patch, err := g.runBytes(nil, append([]string{"diff", "--no-renames", "--binary", "--no-color", "--no-ext-diff", commit + "^", commit, "--"}, changed...)...)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(patchPath, patch, 0o644)
+}
+
+// exportFile writes a file of a tree commit to its in-tree path in the repository.
+func (t *Tree) exportFile(commit, path string) error {
+	g := t.git()
+	mode, err := g.run("ls-tree", commit, "--", path)
+	if err != nil {
+		return err
+	}
+	data, err := g.runBytes(nil, "cat-file", "blob", commit+":"+path)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(t.Repo.Root, path)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	perm := os.FileMode(0o644)
+	if strings.HasPrefix(mode, "100755") {
+		perm = 0o755
+	}
+	if err := os.WriteFile(dst, data, perm); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm)
+}

@@ -1,0 +1,406 @@
+package series
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeSource serves module directories from a map.
+type fakeSource map[string]string
+
+func (f fakeSource) ModuleDir(path, version string) (string, error) {
+	if d, ok := f[path+"@"+version]; ok {
+		return d, nil
+	}
+	return "", errors.New("not published: " + path + "@" + version)
+}
+
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+var fakeUpstream = Upstream{
+	Name:         "fake",
+	Module:       "example.io/fake",
+	Tag:          func(v string) string { return v },
+	OverlayRoots: []string{"pkg", "staging"},
+	Symlinks:     map[string]string{"Makefile": "build/root/Makefile"},
+	Nested:       addStagingModules,
+}
+
+const upstreamGo = `package a
+
+// Answer is the answer.
+func Answer() int {
+	return 42
+}
+`
+
+// fixture is a repository with two groups over a small fake upstream.
+type fixture struct {
+	repo Repo
+	tree *Tree
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	up := filepath.Join(base, "upstream")
+	writeFiles(t, up, map[string]string{
+		"README":              "fake upstream\nsecond line\n",
+		"pkg/a/a.go":          upstreamGo,
+		"hack/run.sh":         "#!/bin/sh\necho run\n",
+		"build/root/Makefile": "all:\n\techo built\n",
+		"go.work":             "go 1.26.0\n\nuse (\n\t.\n\t./staging/src/example.io/lib\n\t./staging/src/example.io/missing\n)\n",
+	})
+	lib := filepath.Join(base, "lib")
+	writeFiles(t, lib, map[string]string{"go.mod": "module example.io/lib\n", "lib.go": "package lib\n"})
+
+	root := filepath.Join(base, "repo")
+	writeFiles(t, root, map[string]string{
+		"patches/fake/10-first/HEADER": "first: add a new package\n\nWhy it matters.\n\n```release-note\nNONE\n```\n",
+		"patches/fake/10-first/files":  "pkg/b/b.go\n",
+		"patches/fake/10-first/upstream.patch": `diff --git a/README b/README
+--- a/README
++++ b/README
+@@ -1,2 +1,3 @@
+ fake upstream
+ second line
++changed by first
+`,
+		"pkg/b/b.go":                    "package b\n",
+		"patches/fake/20-second/HEADER": "second: change the answer\n",
+		"patches/fake/20-second/upstream.patch": `diff --git a/pkg/a/a.go b/pkg/a/a.go
+--- a/pkg/a/a.go
++++ b/pkg/a/a.go
+@@ -2,5 +2,5 @@ package a
+ 
+ // Answer is the answer.
+ func Answer() int {
+-	return 42
++	return 43
+ }
+`,
+	})
+	repo := Repo{Root: root}
+	tree := &Tree{
+		Repo: repo, Up: fakeUpstream,
+		Src:  fakeSource{"example.io/fake@v1.0.0": up, "example.io/lib@v0.0.1": lib},
+		Pins: map[string]string{"example.io/fake": "v1.0.0", "example.io/lib": "v0.0.1"},
+	}
+	return &fixture{repo: repo, tree: tree}
+}
+
+func (f *fixture) sync(t *testing.T) *State {
+	t.Helper()
+	st, err := f.tree.Sync()
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	return st
+}
+
+func (f *fixture) treeFile(t *testing.T, p string) string {
+	return readFile(t, filepath.Join(f.tree.Dir(), p))
+}
+
+func TestSyncBuildsPristineBaseAndOneCommitPerGroup(t *testing.T) {
+	f := newFixture(t)
+	st := f.sync(t)
+	g := f.tree.git()
+
+	subjects, err := g.run("log", "--reverse", "--format=%s", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fake v1.0.0\nfirst: add a new package\nsecond: change the answer"
+	if subjects != want {
+		t.Errorf("commits:\n%s\nwant:\n%s", subjects, want)
+	}
+	if tag, _ := g.run("rev-parse", "v1.0.0^{commit}"); tag != st.BaseCommit {
+		t.Errorf("tag v1.0.0 is at %s, want the base commit %s", tag, st.BaseCommit)
+	}
+	if got := f.treeFile(t, "README"); !strings.Contains(got, "changed by first") {
+		t.Errorf("README not patched: %q", got)
+	}
+	if got := f.treeFile(t, "pkg/a/a.go"); !strings.Contains(got, "return 43") {
+		t.Errorf("a.go not patched: %q", got)
+	}
+	if got := f.treeFile(t, "pkg/b/b.go"); got != "package b\n" {
+		t.Errorf("overlay file: %q", got)
+	}
+	if got := f.treeFile(t, "staging/src/example.io/lib/lib.go"); got != "package lib\n" {
+		t.Errorf("nested module: %q", got)
+	}
+	if got := f.treeFile(t, "go.work"); strings.Contains(got, "missing") || !strings.Contains(got, "example.io/lib") {
+		t.Errorf("go.work should drop only the unpublished module:\n%s", got)
+	}
+	if link, err := os.Readlink(filepath.Join(f.tree.Dir(), "Makefile")); err != nil || link != "build/root/Makefile" {
+		t.Errorf("Makefile symlink: %q %v", link, err)
+	}
+	if info, err := os.Stat(filepath.Join(f.tree.Dir(), "hack/run.sh")); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("scripts must be executable: %v %v", info.Mode(), err)
+	}
+	if err := f.tree.Unsaved(st); err != nil {
+		t.Errorf("a fresh tree has no unsaved edits: %v", err)
+	}
+}
+
+func TestSyncIsIncrementalAndDeterministic(t *testing.T) {
+	f := newFixture(t)
+	first := f.sync(t)
+	again := f.sync(t)
+	if again.Tip() != first.Tip() {
+		t.Fatalf("an unchanged repository rebuilt the tree: %s != %s", again.Tip(), first.Tip())
+	}
+	// Change only the second group: the first group's commit is kept as is.
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/20-second/HEADER": "second: change the answer again\n"})
+	third := f.sync(t)
+	if third.Groups[0].Commit != first.Groups[0].Commit {
+		t.Errorf("group 10 was re-applied although it did not change")
+	}
+	if third.Groups[1].Commit == first.Groups[1].Commit {
+		t.Errorf("group 20 was not re-applied after its header changed")
+	}
+	// The same inputs give the same commits in a new tree.
+	other := newFixture(t)
+	if st := other.sync(t); st.Groups[0].Commit != first.Groups[0].Commit {
+		t.Errorf("commits are not deterministic: %s != %s", st.Groups[0].Commit, first.Groups[0].Commit)
+	}
+}
+
+func TestSyncRefusesToDestroyUnsavedEdits(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	edited := filepath.Join(f.tree.Dir(), "README")
+	writeFiles(t, f.tree.Dir(), map[string]string{"README": "my unsaved edit\n", "pkg/new.go": "package pkg\n"})
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/20-second/HEADER": "second: something else\n"})
+
+	_, err := f.tree.Sync()
+	var ue *UnsavedError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Sync over unsaved edits: got %v, want an UnsavedError", err)
+	}
+	if !strings.Contains(err.Error(), "README") || !strings.Contains(err.Error(), "pkg/new.go") || !strings.Contains(err.Error(), "make save") {
+		t.Errorf("the error should list the edits and say how to save them:\n%v", err)
+	}
+	if got := readFile(t, edited); got != "my unsaved edit\n" {
+		t.Errorf("the edit was lost: %q", got)
+	}
+
+	// A commit made in the tree is unsaved work too.
+	g := f.tree.git()
+	g.run("add", "-A")
+	g.run("commit", "-q", "-m", "local work")
+	if _, err := f.tree.Sync(); !errors.As(err, &ue) || !strings.Contains(err.Error(), "local work") {
+		t.Errorf("Sync over a tree commit: %v", err)
+	}
+}
+
+func TestBrokenPatchNamesFileAndHunk(t *testing.T) {
+	f := newFixture(t)
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/20-second/upstream.patch": `diff --git a/pkg/a/a.go b/pkg/a/a.go
+--- a/pkg/a/a.go
++++ b/pkg/a/a.go
+@@ -2,5 +2,5 @@ package a
+ 
+ // Answer is not what upstream says.
+ func Answer() int {
+-	return 42
++	return 43
+ }
+`})
+	_, err := f.tree.Sync()
+	var pe *PatchError
+	if !errors.As(err, &pe) {
+		t.Fatalf("got %v, want a PatchError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"patches/fake/20-second/upstream.patch", "pkg/a/a.go", "@@ -2,5 +2,5 @@ package a", "patch line 4"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error should name %q:\n%s", want, msg)
+		}
+	}
+	// The tree stays at the last group that applied, clean, and a fixed patch resumes there.
+	st, _ := f.tree.LoadState()
+	if len(st.Groups) != 1 || f.tree.Unsaved(st) != nil {
+		t.Fatalf("after a failed group the tree should be clean at group 10: %+v %v", st, f.tree.Unsaved(st))
+	}
+	fresh := newFixture(t)
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/20-second/upstream.patch": readFile(t, filepath.Join(fresh.repo.Root, "patches/fake/20-second/upstream.patch"))})
+	if st := f.sync(t); len(st.Groups) != 2 {
+		t.Errorf("fixed patch did not apply: %+v", st)
+	}
+}
+
+func TestSaveWritesEditsIntoTheirGroups(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	writeFiles(t, f.tree.Dir(), map[string]string{
+		"README":     "fake upstream\nsecond line\nchanged by first, edited in the tree\n",
+		"pkg/b/b.go": "package b\n\n// B is new.\nconst B = 1\n",
+		"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 44", 1),
+	})
+	saved, err := f.tree.Save("")
+	if err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	if strings.Join(saved, ",") != "10-first,20-second" {
+		t.Errorf("saved into %v", saved)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "pkg/b/b.go")); !strings.Contains(got, "const B = 1") {
+		t.Errorf("overlay file not written back: %q", got)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/10-first/upstream.patch")); !strings.Contains(got, "+changed by first, edited in the tree") {
+		t.Errorf("group 10's patch not updated:\n%s", got)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/upstream.patch")); !strings.Contains(got, "+\treturn 44") {
+		t.Errorf("group 20's patch not updated:\n%s", got)
+	}
+	st, _ := f.tree.LoadState()
+	if err := f.tree.Unsaved(st); err != nil {
+		t.Errorf("after saving the tree is clean: %v", err)
+	}
+	if again := f.sync(t); again.Tip() != st.Tip() {
+		t.Errorf("the saved repository rebuilds another tree: %s != %s", again.Tip(), st.Tip())
+	}
+	// A new file needs a group; with one it joins that group's files.
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/c/c.go": "package c\n"})
+	if _, err := f.tree.Save(""); err == nil || !strings.Contains(err.Error(), "pkg/c/c.go") || !strings.Contains(err.Error(), "GROUP=") {
+		t.Fatalf("saving a path no group touches needs GROUP: %v", err)
+	}
+	if got := f.treeFile(t, "pkg/c/c.go"); got != "package c\n" {
+		t.Errorf("the refused edit was lost: %q", got)
+	}
+	if _, err := f.tree.Save("second"); err != nil {
+		t.Fatalf("Save into second: %v", err)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/files")); got != "pkg/c/c.go\n" {
+		t.Errorf("files of group 20: %q", got)
+	}
+	if err := f.tree.RoundTrip(f.sync(t), t.TempDir()); err != nil {
+		t.Errorf("round trip after saving: %v", err)
+	}
+}
+
+func TestSaveConflictLeavesTheTreeAsItWas(t *testing.T) {
+	f := newFixture(t)
+	st := f.sync(t)
+	// Put into group 10 a change to the line group 20 changes: group 20 no longer applies.
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 45", 1)})
+	before := f.treeFile(t, "pkg/a/a.go")
+	_, err := f.tree.Save("10-first")
+	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("got %v, want a conflict", err)
+	}
+	if got := f.treeFile(t, "pkg/a/a.go"); got != before {
+		t.Errorf("the edit changed: %q", got)
+	}
+	if head, _ := f.tree.git().run("rev-parse", "HEAD"); head != st.Tip() {
+		t.Errorf("HEAD moved to %s", head)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/10-first/upstream.patch")); strings.Contains(got, "a.go") {
+		t.Errorf("the repository changed:\n%s", got)
+	}
+}
+
+func TestRoundTripAndExport(t *testing.T) {
+	f := newFixture(t)
+	st := f.sync(t)
+	out := t.TempDir()
+	files, err := f.tree.Export(st, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || !strings.HasSuffix(files[0], "0001-first-add-a-new-package.patch") {
+		t.Fatalf("export: %v", files)
+	}
+	p := readFile(t, files[0])
+	for _, want := range []string{"Subject: [PATCH 1/2] first: add a new package", "Why it matters.", "```release-note", "new file mode 100644", "pkg/b/b.go"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("exported patch lacks %q:\n%s", want, p)
+		}
+	}
+	if err := f.tree.RoundTrip(st, t.TempDir()); err != nil {
+		t.Fatalf("round trip: %v", err)
+	}
+}
+
+func TestOverlayFilesNeedExactlyOneGroup(t *testing.T) {
+	f := newFixture(t)
+	writeFiles(t, f.repo.Root, map[string]string{"pkg/stray/stray.go": "package stray\n"})
+	_, err := f.tree.Sync()
+	if err == nil || !strings.Contains(err.Error(), "pkg/stray/stray.go belongs to no group") {
+		t.Errorf("an unclaimed overlay file: %v", err)
+	}
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/20-second/files": "pkg/b/b.go\npkg/stray/stray.go\n"})
+	if _, err := f.tree.Sync(); err == nil || !strings.Contains(err.Error(), "claimed by both 10-first and 20-second") {
+		t.Errorf("a file claimed twice: %v", err)
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	f := newFixture(t)
+	st := f.sync(t)
+	v, err := f.tree.BuildVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "v1.0.0-carry.2+" + st.Tip()[:12]; v != want {
+		t.Errorf("version %q, want %q", v, want)
+	}
+	writeFiles(t, f.tree.Dir(), map[string]string{"README": "dirty\n"})
+	if v, _ := f.tree.BuildVersion(); !strings.HasSuffix(v, ".dirty") {
+		t.Errorf("a tree with unsaved edits builds %q, want a .dirty suffix", v)
+	}
+}
+
+func TestPinsCheck(t *testing.T) {
+	p := &Pins{
+		Require:  map[string]string{Kubernetes.Module: "v1.36.3", Autoscaler.Module: "v1.8.1"},
+		Replaced: map[string]string{"k8s.io/api": "v0.36.3", "k8s.io/client-go": "v0.36.2"},
+	}
+	err := p.Check()
+	if err == nil || !strings.Contains(err.Error(), "k8s.io/client-go is pinned at v0.36.2") || strings.Contains(err.Error(), "k8s.io/api ") {
+		t.Errorf("Check: %v", err)
+	}
+	p.Replaced["k8s.io/client-go"] = "v0.36.3"
+	if err := p.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+func TestRepositoryPinsAreConsistent(t *testing.T) {
+	p, err := ReadPins("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(); err != nil {
+		t.Error(err)
+	}
+	pins := p.For(Kubernetes)
+	if pins["k8s.io/kubernetes"] == "" || pins["k8s.io/cri-api"] == "" || pins[Autoscaler.Module] != "" {
+		t.Errorf("kubernetes pins: %v", pins)
+	}
+}

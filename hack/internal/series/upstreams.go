@@ -1,0 +1,195 @@
+package series
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/mod/modfile"
+)
+
+// Kubernetes is k8s.io/kubernetes with its staging modules at staging/src/k8s.io.
+var Kubernetes = Upstream{
+	Name:         "kubernetes",
+	Module:       "k8s.io/kubernetes",
+	Tag:          func(v string) string { return v },
+	OverlayRoots: []string{"cmd", "pkg", "plugin", "staging", "test"},
+	Symlinks:     map[string]string{"Makefile": "build/root/Makefile"},
+	Nested:       addStagingModules,
+}
+
+// Autoscaler is the Vertical Pod Autoscaler, in its place in the kubernetes/autoscaler repository.
+var Autoscaler = Upstream{
+	Name:         "autoscaler",
+	Module:       "k8s.io/autoscaler/vertical-pod-autoscaler",
+	Subdir:       "vertical-pod-autoscaler",
+	Tag:          func(v string) string { return "vertical-pod-autoscaler-" + strings.TrimPrefix(v, "v") },
+	OverlayRoots: []string{"vertical-pod-autoscaler"},
+}
+
+// Upstreams are all the upstreams this repository carries, in build order.
+var Upstreams = []Upstream{Kubernetes, Autoscaler}
+
+// addStagingModules adds every module that go.work uses from staging/src/k8s.io, at
+// its pinned version, and drops from go.work the ones that are not published.
+func addStagingModules(m *materializer) error {
+	path := filepath.Join(m.tree, "go.work")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	wf, err := modfile.ParseWork(path, data, nil)
+	if err != nil {
+		return err
+	}
+	dropped := false
+	for _, u := range append([]*modfile.Use(nil), wf.Use...) {
+		dir, ok := strings.CutPrefix(u.Path, "./staging/src/")
+		if !ok {
+			continue
+		}
+		version, ok := m.pins[dir]
+		if !ok {
+			if err := wf.DropUse(u.Path); err != nil {
+				return err
+			}
+			m.notef("%s is not published as a module at this version: dropped from go.work", dir)
+			dropped = true
+			continue
+		}
+		if err := m.addModule(dir, version, strings.TrimPrefix(u.Path, "./")); err != nil {
+			return err
+		}
+	}
+	m.notef("staging/src/k8s.io holds the published staging modules; vendor/ is not populated (builds use module mode)")
+	if !dropped {
+		return nil
+	}
+	wf.Cleanup()
+	return os.WriteFile(path, modfile.Format(wf.Syntax), 0o644)
+}
+
+// Pins are the upstream versions go.mod pins: require lines, overridden by replace
+// lines that point at a module version (the staging modules).
+type Pins struct {
+	Require  map[string]string
+	Replaced map[string]string
+}
+
+// ReadPins reads go.mod at the repository root.
+func ReadPins(root string) (*Pins, error) {
+	path := filepath.Join(root, "go.mod")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := modfile.Parse(path, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pins{Require: map[string]string{}, Replaced: map[string]string{}}
+	for _, r := range f.Require {
+		p.Require[r.Mod.Path] = r.Mod.Version
+	}
+	for _, r := range f.Replace {
+		if r.New.Version != "" {
+			p.Replaced[r.Old.Path] = r.New.Version
+		}
+	}
+	return p, nil
+}
+
+// For returns the pins that make up an upstream's tree.
+func (p *Pins) For(u Upstream) map[string]string {
+	out := map[string]string{}
+	if v, ok := p.Require[u.Module]; ok {
+		out[u.Module] = v
+	}
+	if u.Nested != nil {
+		for m, v := range p.Replaced {
+			if strings.HasPrefix(m, "k8s.io/") {
+				out[m] = v
+			}
+		}
+	}
+	return out
+}
+
+// Check verifies that the staging modules are pinned at the version that matches
+// k8s.io/kubernetes (v1.X.Y -> v0.X.Y).
+func (p *Pins) Check() error {
+	kv, ok := p.Require[Kubernetes.Module]
+	if !ok {
+		return fmt.Errorf("go.mod does not require %s", Kubernetes.Module)
+	}
+	if _, ok := p.Require[Autoscaler.Module]; !ok {
+		return fmt.Errorf("go.mod does not require %s", Autoscaler.Module)
+	}
+	want := StagingVersion(kv)
+	var bad []string
+	for m, v := range p.Replaced {
+		if strings.HasPrefix(m, "k8s.io/") && v != want {
+			bad = append(bad, fmt.Sprintf("%s is pinned at %s", m, v))
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		return fmt.Errorf("%s is at %s, so every staging module must be at %s:\n  %s\nRun 'make pin K8S=%s' to align them", Kubernetes.Module, kv, want, strings.Join(bad, "\n  "), kv)
+	}
+	return nil
+}
+
+// StagingVersion maps a Kubernetes release (v1.36.3) to its staging modules' version (v0.36.3).
+func StagingVersion(k string) string {
+	return "v0." + strings.TrimPrefix(k, "v1.")
+}
+
+// GoSource downloads modules through the go command, checking every zip against go.sum.
+type GoSource struct {
+	Root string // the repository root, whose go.sum is authoritative
+}
+
+type moduleDownload struct {
+	Path, Version, Dir, Sum, Error string
+}
+
+// ModuleDir returns the extracted module, verified against the repository's go.sum.
+func (s GoSource) ModuleDir(path, version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
+	cmd.Dir = s.Root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var d moduleDownload
+	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil || d.Error != "" || runErr != nil {
+		msg := strings.TrimSpace(d.Error + " " + stderr.String())
+		if msg == "" && runErr != nil {
+			msg = runErr.Error()
+		}
+		return "", explainDownload(path, version, msg)
+	}
+	sums, err := os.ReadFile(filepath.Join(s.Root, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	line := path + " " + version + " " + d.Sum
+	if !bytes.Contains(sums, []byte(line+"\n")) {
+		return "", fmt.Errorf("go.sum has no checksum %q for %s@%s: pin it with 'make pin' so that it is verified", d.Sum, path, version)
+	}
+	return d.Dir, nil
+}
+
+func explainDownload(path, version, msg string) error {
+	for _, s := range []string{"dial tcp", "no such host", "connection refused", "i/o timeout", "TLS handshake", "proxyconnect"} {
+		if strings.Contains(msg, s) {
+			proxy, _ := exec.Command("go", "env", "GOPROXY").Output()
+			return fmt.Errorf("the Go module proxy (GOPROXY=%s) is unreachable while fetching %s@%s:\n  %s", strings.TrimSpace(string(proxy)), path, version, msg)
+		}
+	}
+	return fmt.Errorf("downloading %s@%s: %s", path, version, msg)
+}

@@ -1,0 +1,43 @@
+//go:build pins
+
+// Package pins imports one small package of every upstream module this project
+// patches, so that `go mod tidy` keeps their pins and checksums in go.mod and go.sum.
+// Nothing builds it: the build tag is never set. 'series pin' writes it.
+package pins
+
+import (
+	_ "k8s.io/api"
+	_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	_ "k8s.io/apimachinery"
+	_ "k8s.io/apiserver"
+	_ "k8s.io/autoscaler/vertical-pod-autoscaler/common"
+	_ "k8s.io/cli-runtime"
+	_ "k8s.io/client-go"
+	_ "k8s.io/cloud-provider"
+	_ "k8s.io/cluster-bootstrap"
+	_ "k8s.io/code-generator"
+	_ "k8s.io/component-base"
+	_ "k8s.io/component-helpers"
+	_ "k8s.io/controller-manager"
+	_ "k8s.io/cri-api"
+	_ "k8s.io/cri-client/pkg"
+	_ "k8s.io/cri-streaming"
+	_ "k8s.io/csi-translation-lib/plugins"
+	_ "k8s.io/dynamic-resource-allocation"
+	_ "k8s.io/endpointslice"
+	_ "k8s.io/externaljwt"
+	_ "k8s.io/kms"
+	_ "k8s.io/kube-aggregator/pkg/apis/apiregistration"
+	_ "k8s.io/kube-controller-manager"
+	_ "k8s.io/kube-proxy"
+	_ "k8s.io/kube-scheduler"
+	_ "k8s.io/kubectl"
+	_ "k8s.io/kubelet"
+	_ "k8s.io/kubernetes/pkg/capabilities"
+	_ "k8s.io/metrics"
+	_ "k8s.io/mount-utils"
+	_ "k8s.io/pod-security-admission"
+	_ "k8s.io/sample-apiserver/pkg/apis/wardle"
+	_ "k8s.io/sample-controller/pkg/apis/samplecontroller/v1alpha1"
+	_ "k8s.io/streaming"
+)
