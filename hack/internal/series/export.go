@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 )
 
 // Export writes the series as `git format-patch` files, one per group, into dir
@@ -87,4 +89,36 @@ func (t *Tree) RoundTrip(st *State, work string) error {
 		return fmt.Errorf("the exported series applied to pristine %s gives another tree than the materialized one:\n%s", t.Up.Tag(version), diff)
 	}
 	return nil
+}
+
+// TouchedPackages lists the Go package directories the series changes, relative to
+// the upstream module's root ("./pkg/kubelet/images"). With own, only directories
+// holding files the series adds: this project's own code, tested with the race detector.
+func (t *Tree) TouchedPackages(st *State, own bool) ([]string, error) {
+	changes, err := t.git().diffTrees(st.BaseCommit, st.Tip())
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var dirs []string
+	for _, c := range changes {
+		if c.Status == 'D' || !strings.HasSuffix(c.Path, ".go") || (own && c.Status != 'A') {
+			continue
+		}
+		dir := filepath.ToSlash(filepath.Dir(c.Path))
+		if t.Up.Subdir != "" {
+			rel, ok := strings.CutPrefix(dir+"/", t.Up.Subdir+"/")
+			if !ok {
+				continue
+			}
+			dir = strings.TrimSuffix(rel, "/")
+		}
+		if strings.Contains("/"+dir+"/", "/testdata/") || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		dirs = append(dirs, "./"+dir)
+	}
+	sort.Strings(dirs)
+	return dirs, nil
 }

@@ -1,0 +1,58 @@
+# kube-carry: Kubernetes v1.36.3 and VPA v1.8.1 with four enhancement proposals,
+# kept as overlay files plus a patch series. See README.md.
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+SERIES := _output/tools/series
+
+.PHONY: all build tree save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+
+## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into _output/bin
+all: build
+
+preflight:
+	@hack/preflight.sh go
+
+tools: preflight
+	@go build -o $(SERIES) ./hack/cmd/series
+
+## tree: materialize _output/kubernetes and _output/autoscaler from the pins, overlay and series
+tree: tools
+	@$(SERIES) tree
+
+build: tree
+	@hack/build.sh
+
+## save: write edits made in the trees back into patches/ and the overlay (GROUP=name for new paths)
+save: tools
+	@$(SERIES) save $(if $(GROUP),-group $(GROUP))
+
+## verify-saved: fail with a list when a tree holds edits that are not saved
+verify-saved: tools
+	@$(SERIES) verify-saved
+
+## patches: export the series as git format-patch files into _output/patches
+patches: tools
+	@$(SERIES) patches
+
+roundtrip: tools
+	@$(SERIES) roundtrip
+
+## verify: formatting, vet, pins, overlay claims, the series applies, the export round trip
+verify: tools
+	@hack/verify.sh
+
+## test: verify, then the unit and integration tests; ends with "N passed, N failed"
+test: tools
+	@hack/test.sh
+
+## verify-bisect: build the binaries at every prefix of the series (slow, not in CI)
+verify-bisect: tools
+	@hack/verify-bisect.sh
+
+## pin: move to another upstream release, e.g. make pin K8S=v1.36.4 VPA=v1.8.2
+pin: tools
+	@$(SERIES) pin $(if $(K8S),-k8s $(K8S)) $(if $(VPA),-vpa $(VPA))
+
+help:
+	@sed -n 's/^## //p' Makefile

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the patched Kubernetes binaries with upstream's own `make WHAT=...` in the
+# materialized tree and collects them in _output/bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TREE=$ROOT/_output/kubernetes
+WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl}
+
+version=$("$ROOT/_output/tools/series" version)
+state=clean
+[[ $version == *.dirty ]] && state=dirty
+echo "building $WHAT at $version"
+# FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.
+make -C "$TREE" WHAT="$WHAT" FORCE_HOST_GO=y KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state"
+
+mkdir -p "$ROOT/_output/bin"
+for pkg in $WHAT; do
+  bin=$(basename "$pkg")
+  cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$ROOT/_output/bin/$bin"
+done
+echo "binaries in _output/bin: $(cd "$ROOT/_output/bin" && echo *)"

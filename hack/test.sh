@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make test: verify, the unit tests of this project's tools, of every upstream package
+# the series touches and of every package it adds (race detector on those), and the
+# integration tests the features add. Ends with "N passed, N failed".
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+tools || exit 1
+rm -rf "$TESTOUT" && mkdir -p "$TESTOUT"
+start=$SECONDS
+
+echo "== verify"
+CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
+
+echo "== unit tests: this project's tools (race)"
+go test -race -count=1 -json ./hack/... >"$TESTOUT/hack.json" 2>&1
+"$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
+
+# unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree.
+unit_tests() {
+  local up=$1 dir=$2 own all rest=()
+  own=$("$SERIES" touched -own "$up") && all=$("$SERIES" touched "$up") || { echo "no tree for $up"; return 1; }
+  for p in $all; do grep -qxF "$p" <<<"$own" || rest+=("$p"); done
+  echo "== unit tests: $up ($(wc -w <<<"$own") packages of ours with -race, ${#rest[@]} patched upstream packages)"
+  if [ -n "$own" ]; then
+    (cd "$dir" && go test -race -count=1 -json $own) >"$TESTOUT/$up-own.json" 2>&1
+    "$SUMMARY" "$TESTOUT/$up-own.json" | tail -n 1
+  fi
+  if [ ${#rest[@]} -gt 0 ]; then
+    (cd "$dir" && go test -count=1 -json "${rest[@]}") >"$TESTOUT/$up-upstream.json" 2>&1
+    "$SUMMARY" "$TESTOUT/$up-upstream.json" | tail -n 1
+  fi
+}
+unit_tests kubernetes "$OUT/kubernetes"
+unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+
+echo "== summary ($((SECONDS - start))s)"
+"$SUMMARY" "$TESTOUT"/*.json

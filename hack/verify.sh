@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Static checks of the repository and the series: formatting, vet, pins, overlay
+# claims, that the series applies, and that its export round-trips.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+tools || exit 1
+
+gofmt_hack() { out=$(gofmt -l hack); [ -z "$out" ] || { echo "not gofmt-ed (run gofmt -w):"; echo "$out"; return 1; }; }
+vet_tree() {
+  local up=$1 dir=$2 pkgs
+  pkgs=$("$SERIES" touched "$up") || return 1
+  [ -z "$pkgs" ] && { echo "the series changes no Go package of $up"; return 0; }
+  (cd "$dir" && go vet $pkgs)
+}
+
+check gofmt-hack gofmt_hack
+check vet-hack go vet ./hack/...
+check go-mod-tidy go mod tidy -diff
+check series-check "$SERIES" check
+check series-applies "$SERIES" tree
+check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
+check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+check export-roundtrip "$SERIES" roundtrip
+[ "$FAILED_CHECKS" = 0 ]
