@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build tree save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build tree cluster-up cluster-down cluster-status save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into _output/bin
 all: build
@@ -22,6 +22,18 @@ tree: tools
 
 build: tree
 	@hack/build.sh
+
+## cluster-up: build, then run a single-node cluster of the patched binaries on loopback (root)
+cluster-up: build
+	@hack/preflight.sh root
+	@go build -o _output/tools/cluster ./hack/cmd/cluster
+	@_output/tools/cluster up
+
+## cluster-down: stop the local cluster and remove its mounts and network devices
+cluster-down: preflight
+	@hack/preflight.sh root
+	@go build -o _output/tools/cluster ./hack/cmd/cluster
+	@_output/tools/cluster down
 
 ## save: write edits made in the trees back into patches/ and the overlay (GROUP=name for new paths)
 save: tools

@@ -1,0 +1,52 @@
+// Command cluster runs the local single-node cluster of the patched binaries.
+//
+//	cluster up      start what is not running; wait until the node is Ready
+//	cluster down    stop what up started and remove its mounts and network devices
+//	cluster status  say what runs and what is left on the machine
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down|status")
+		os.Exit(2)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	if _, err := os.Stat(filepath.Join(root, "hack", "cmd", "cluster")); err != nil {
+		fmt.Fprintln(os.Stderr, "error: run this from the repository root (make cluster-up)")
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c := cluster.New(root, os.Stdout)
+	switch os.Args[1] {
+	case "up":
+		err = c.Up(ctx)
+	case "down":
+		err = c.Down(ctx)
+	case "status":
+		for _, l := range c.Leftovers() {
+			fmt.Println(l)
+		}
+	default:
+		err = fmt.Errorf("unknown command %q (up, down, status)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

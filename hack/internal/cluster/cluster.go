@@ -1,0 +1,450 @@
+// Package cluster runs a single-node cluster of the patched binaries on this machine:
+// a local image registry, etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, containerd and a kubelet, all on loopback, with state, logs and
+// certificates under one folder.
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
+)
+
+// Addresses of the cluster's servers: loopback only.
+const (
+	RegistryAddr  = "127.0.0.1:5000"
+	etcdClient    = "127.0.0.1:2379"
+	etcdPeer      = "127.0.0.1:2380"
+	apiserverAddr = "127.0.0.1:6443"
+	kcmAddr       = "127.0.0.1:10257"
+	schedulerAddr = "127.0.0.1:10259"
+	kubeletAddr   = "127.0.0.1:10250"
+	kubeletHealth = "127.0.0.1:10248"
+	// The pod network: a bridge of this cluster's own on this machine.
+	bridgeName  = "carry0"
+	podSubnet   = "10.88.0.0/24"
+	serviceCIDR = "10.96.0.0/24"
+)
+
+// FeatureGates are the gates the cluster turns on, per component flag value; the
+// features of this project add theirs here.
+var FeatureGates = map[string][]string{
+	"kube-apiserver":          {},
+	"kube-controller-manager": {},
+	"kube-scheduler":          {},
+	"kubelet":                 {},
+}
+
+// RuntimeConfig enables the alpha APIs this project adds.
+var RuntimeConfig = []string{}
+
+// Packages are the Debian packages the cluster runs on, by the command each provides.
+var Packages = map[string]string{
+	"containerd":          "containerd",
+	"runc":                "runc",
+	"etcd":                "etcd-server",
+	"docker-registry":     "docker-registry",
+	"busybox":             "busybox-static",
+	"ip":                  "iproute2",
+	"iptables":            "iptables",
+	"conntrack":           "conntrack",
+	"gcc":                 "gcc",
+	"/usr/lib/cni/bridge": "containernetworking-plugins",
+}
+
+// Cluster is the local cluster rooted at Dir.
+type Cluster struct {
+	Dir     string // _output/cluster
+	Bin     string // the patched binaries (_output/bin)
+	Tree    string // the kubernetes tree, for the images built from it
+	Timeout time.Duration
+	Log     io.Writer
+	base    string // the repository root, for relative paths in messages
+}
+
+// New describes the cluster of a repository checkout.
+func New(root string, log io.Writer) *Cluster {
+	return &Cluster{
+		Dir:     filepath.Join(root, "_output", "cluster"),
+		Bin:     filepath.Join(root, "_output", "bin"),
+		Tree:    filepath.Join(root, "_output", "kubernetes"),
+		Timeout: 2 * time.Minute,
+		Log:     log,
+		base:    root,
+	}
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+func (c *Cluster) rel(p string) string {
+	if r, err := filepath.Rel(c.base, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func (c *Cluster) path(elem ...string) string {
+	return filepath.Join(append([]string{c.Dir}, elem...)...)
+}
+
+// Kubeconfig is the administrator's kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.path("admin.kubeconfig") }
+
+func (c *Cluster) containerdSocket() string { return c.path("run", "containerd.sock") }
+
+// NodeName is the machine's host name when it resolves to loopback (so that the
+// apiserver reaches the kubelet on loopback), "localhost" otherwise.
+func NodeName() string {
+	h, err := os.Hostname()
+	if err == nil {
+		h = strings.ToLower(h)
+		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 {
+			loop := true
+			for _, a := range addrs {
+				if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+					loop = false
+				}
+			}
+			if loop {
+				return h
+			}
+		}
+	}
+	return "localhost"
+}
+
+// Preflight checks what Up needs and installs the missing Debian packages.
+func (c *Cluster) Preflight() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the local cluster runs containerd and a kubelet and needs root")
+	}
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(c.Bin, b)); err != nil {
+			return fmt.Errorf("%s is not built: run 'make' first", filepath.Join(c.rel(c.Bin), b))
+		}
+	}
+	if len(c.containerdSocket()) > 100 {
+		return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", c.containerdSocket())
+	}
+	return InstallPackages(c.Log)
+}
+
+// InstallPackages installs the Debian packages whose commands are missing.
+func InstallPackages(log io.Writer) error {
+	var missing []string
+	for cmd, pkg := range Packages {
+		if _, err := exec.LookPath(cmd); err != nil {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	fmt.Fprintf(log, "installing Debian packages: %s\n", strings.Join(missing, " "))
+	update := exec.Command("apt-get", "update", "-qq")
+	update.Stdout, update.Stderr = log, log
+	if err := update.Run(); err != nil {
+		return fmt.Errorf("apt-get update: %w", err)
+	}
+	install := exec.Command("apt-get", append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)...)
+	install.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	install.Stdout, install.Stderr = log, log
+	if err := install.Run(); err != nil {
+		return fmt.Errorf("apt-get install %s: %w", strings.Join(missing, " "), err)
+	}
+	return nil
+}
+
+// Up starts whatever part of the cluster is not running and waits until the node is Ready.
+func (c *Cluster) Up(ctx context.Context) error {
+	if err := c.Preflight(); err != nil {
+		return err
+	}
+	for _, d := range []string{"run", "logs", "pki", "etc", "registry", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam"} {
+		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	node := NodeName()
+	if err := c.writePKI(node); err != nil {
+		return err
+	}
+	if err := c.writeConfigs(node); err != nil {
+		return err
+	}
+	for _, d := range c.daemons(node) {
+		if err := c.start(ctx, d); err != nil {
+			return err
+		}
+		if d.name == "registry" {
+			if err := c.pushImages(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	c.logf("\nthe cluster is up: node %s is Ready\n  export KUBECONFIG=%s\n  %s get nodes\nstop it with 'make cluster-down'", node, c.Kubeconfig(), filepath.Join(c.Bin, "kubectl"))
+	return nil
+}
+
+func (c *Cluster) writePKI(node string) error {
+	p := &pki{dir: c.path("pki")}
+	if err := p.ensureCA(); err != nil {
+		return err
+	}
+	loop := []net.IP{net.ParseIP("127.0.0.1")}
+	server, client := x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth
+	for _, l := range []struct {
+		name, cn string
+		orgs     []string
+		usage    x509.ExtKeyUsage
+		dns      []string
+		ips      []net.IP
+	}{
+		{"apiserver", "kube-apiserver", nil, server, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, append(loop, net.ParseIP("10.96.0.1"))},
+		{"kubelet-serving", node, nil, server, []string{node, "localhost"}, loop},
+		{"admin", "kube-carry-admin", []string{"system:masters"}, client, nil, nil},
+		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, client, nil, nil},
+		{"controller-manager", "system:kube-controller-manager", nil, client, nil, nil},
+		{"scheduler", "system:kube-scheduler", nil, client, nil, nil},
+		{"kubelet", "system:node:" + node, []string{"system:nodes"}, client, nil, nil},
+	} {
+		if err := p.leaf(l.name, l.cn, l.orgs, l.usage, l.dns, l.ips); err != nil {
+			return err
+		}
+	}
+	if err := p.serviceAccountKey(); err != nil {
+		return err
+	}
+	apiURL := "https://" + apiserverAddr
+	for name, file := range map[string]string{"admin": "admin.kubeconfig", "controller-manager": "controller-manager.kubeconfig", "scheduler": "scheduler.kubeconfig", "kubelet": "kubelet.kubeconfig"} {
+		if err := p.kubeconfig(c.path(file), apiURL, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) writeConfigs(node string) error {
+	files := map[string]string{
+		"etc/registry.yml":            registryConfig(c.path("registry")),
+		"etc/containerd.toml":         containerdConfig(c),
+		"cni/net.d/10-carry.conflist": cniConfig(c.path("cni", "ipam")),
+		"etc/kubelet.yaml":            kubeletConfig(c),
+		"etc/image-repos.yaml":        RepoList(RegistryAddr),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(c.path(name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// daemons are the cluster's processes in start order.
+func (c *Cluster) daemons(node string) []daemon {
+	bin := func(name string) string { return filepath.Join(c.Bin, name) }
+	pki := func(name string) string { return c.path("pki", name) }
+	gates := func(component string) string { return strings.Join(FeatureGates[component], ",") }
+	return []daemon{
+		{
+			name: "registry", port: RegistryAddr,
+			args:    []string{"docker-registry", "serve", c.path("etc", "registry.yml")},
+			healthy: httpOK("http://" + RegistryAddr + "/v2/"),
+		},
+		{
+			name: "etcd", port: etcdClient,
+			args: []string{"etcd", "--name", "carry", "--data-dir", c.path("etcd"),
+				"--listen-client-urls", "http://" + etcdClient, "--advertise-client-urls", "http://" + etcdClient,
+				"--listen-peer-urls", "http://" + etcdPeer, "--initial-advertise-peer-urls", "http://" + etcdPeer,
+				"--initial-cluster", "carry=http://" + etcdPeer, "--listen-metrics-urls", "",
+			},
+			healthy: httpOK("http://" + etcdClient + "/health"),
+		},
+		{
+			name: "kube-apiserver", port: apiserverAddr,
+			args: []string{bin("kube-apiserver"),
+				"--bind-address=127.0.0.1", "--secure-port=6443", "--advertise-address=127.0.0.1",
+				"--etcd-servers=http://" + etcdClient,
+				"--client-ca-file=" + pki("ca.crt"),
+				"--tls-cert-file=" + pki("apiserver.crt"), "--tls-private-key-file=" + pki("apiserver.key"),
+				"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"), "--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
+				"--kubelet-preferred-address-types=Hostname,InternalIP",
+				"--service-account-key-file=" + pki("sa.key"), "--service-account-signing-key-file=" + pki("sa.key"),
+				"--service-account-issuer=https://kubernetes.default.svc",
+				"--service-cluster-ip-range=" + serviceCIDR,
+				"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+				"--allow-privileged=true", "--endpoint-reconciler-type=none",
+				"--feature-gates=" + gates("kube-apiserver"),
+				"--runtime-config=" + strings.Join(RuntimeConfig, ","),
+			},
+			healthy: c.apiReady,
+		},
+		{
+			name: "kube-controller-manager", port: kcmAddr,
+			args: []string{bin("kube-controller-manager"),
+				"--kubeconfig=" + c.path("controller-manager.kubeconfig"),
+				"--authentication-kubeconfig=" + c.path("controller-manager.kubeconfig"),
+				"--authorization-kubeconfig=" + c.path("controller-manager.kubeconfig"),
+				"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
+				"--service-account-private-key-file=" + pki("sa.key"), "--root-ca-file=" + pki("ca.crt"),
+				"--use-service-account-credentials=true",
+				"--cluster-signing-cert-file=" + pki("ca.crt"), "--cluster-signing-key-file=" + pki("ca.key"),
+				"--feature-gates=" + gates("kube-controller-manager"),
+			},
+			healthy: httpsOK("https://" + kcmAddr + "/healthz"),
+		},
+		{
+			name: "kube-scheduler", port: schedulerAddr,
+			args: []string{bin("kube-scheduler"),
+				"--kubeconfig=" + c.path("scheduler.kubeconfig"),
+				"--authentication-kubeconfig=" + c.path("scheduler.kubeconfig"),
+				"--authorization-kubeconfig=" + c.path("scheduler.kubeconfig"),
+				"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false",
+				"--feature-gates=" + gates("kube-scheduler"),
+			},
+			healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
+		},
+		{
+			name:    "containerd",
+			args:    []string{"containerd", "--config", c.path("etc", "containerd.toml")},
+			healthy: c.containerdReady,
+		},
+		{
+			name: "kubelet", port: kubeletAddr,
+			args: []string{bin("kubelet"),
+				"--config=" + c.path("etc", "kubelet.yaml"),
+				"--kubeconfig=" + c.path("kubelet.kubeconfig"),
+				"--root-dir=" + c.path("kubelet"),
+				"--cert-dir=" + c.path("kubelet", "pki"),
+				"--hostname-override=" + node,
+			},
+			healthy: c.nodeReady(node),
+		},
+	}
+}
+
+func httpOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// httpsOK checks a health endpoint of a component that serves a self-signed certificate.
+func httpsOK(url string) func(context.Context) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// Client is a clientset for the administrator.
+func (c *Cluster) Client() (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (c *Cluster) apiReady(ctx context.Context) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
+}
+
+func (c *Cluster) containerdReady(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (c *Cluster) nodeReady(node string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cs, err := c.Client()
+		if err != nil {
+			return err
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("node %s is not Ready: %s", node, cond.Message)
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition yet", node)
+	}
+}
+
+// pushImages builds the cluster's images and pushes them to the local registry.
+func (c *Cluster) pushImages(ctx context.Context) error {
+	n := images.Names{Registry: RegistryAddr}
+	if httpOK("http://"+RegistryAddr+"/v2/carry/synthetic/manifests/1mib")(ctx) == nil &&
+		httpOK("http://"+RegistryAddr+"/v2/e2e-test-images/agnhost/manifests/"+images.AgnhostTag)(ctx) == nil {
+		return nil // pushed by an earlier run
+	}
+	c.logf("%-24s building pause, busybox, agnhost and synthetic images", "images")
+	work, err := os.MkdirTemp("", "kube-carry-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	set, err := images.Standard(c.Tree, work, n, []int{1, 16, 64})
+	if err != nil {
+		return err
+	}
+	if err := set.Push(ctx); err != nil {
+		return err
+	}
+	c.logf("%-24s pushed %d images to %s", "images", len(set), RegistryAddr)
+	return nil
+}

@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
+)
+
+func registryConfig(storage string) string {
+	return fmt.Sprintf(`version: 0.1
+log:
+  level: info
+  accesslog:
+    disabled: false
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, storage, RegistryAddr)
+}
+
+func containerdConfig(c *Cluster) string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = "%[3]s.ttrpc"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[5]q
+  # Sandboxed machines (gVisor) refuse to lower oom_score_adj, even for root: keep
+  # containers at or above containerd's own score instead of failing to start them.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[6]q
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[7]s"]
+    endpoint = ["http://%[7]s"]
+`, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSocket(),
+		c.path("containerd", "opt"), images.Names{Registry: RegistryAddr}.Pause(),
+		c.path("cni", "net.d"), RegistryAddr)
+}
+
+// cniConfig is a bridge of the cluster's own with host-local addresses; no
+// masquerading, so the cluster leaves no firewall rules behind.
+func cniConfig(ipamDir string) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "kube-carry",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "dataDir": %q
+      }
+    }
+  ]
+}
+`, bridgeName, podSubnet, ipamDir)
+}
+
+func kubeletConfig(c *Cluster) string {
+	var gates strings.Builder
+	for _, g := range FeatureGates["kubelet"] {
+		name, value, _ := strings.Cut(g, "=")
+		fmt.Fprintf(&gates, "  %s: %s\n", name, value)
+	}
+	if gates.Len() == 0 {
+		gates.WriteString("  {}\n")
+	}
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%%
+  imagefs.available: 2%%
+imageGCHighThresholdPercent: 98
+imageGCLowThresholdPercent: 96
+serializeImagePulls: false
+featureGates:
+%s`, c.containerdSocket(), c.path("pki", "kubelet-serving.crt"), c.path("pki", "kubelet-serving.key"),
+		c.path("pki", "ca.crt"), gates.String())
+}
+
+// RepoList is the e2e framework's image repository list (KUBE_TEST_REPO_LIST) that
+// points every registry the smoke subset uses at the local one.
+func RepoList(registry string) string {
+	return fmt.Sprintf(`gcRegistry: %[1]s
+gcEtcdRegistry: %[1]s
+promoterE2eRegistry: %[1]s/e2e-test-images
+buildImageRegistry: %[1]s/build-image
+sigStorageRegistry: %[1]s/sig-storage
+dockerLibraryRegistry: %[1]s/library
+cloudProviderGcpRegistry: %[1]s/cloud-provider-gcp
+privateRegistry: %[1]s/k8s-authenticated-test
+invalidRegistry: invalid.registry.k8s.io/invalid
+`, registry)
+}

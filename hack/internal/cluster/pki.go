@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// pki creates the cluster's certificates once and reuses them afterwards.
+type pki struct {
+	dir    string
+	caCert *x509.Certificate
+	caKey  crypto.Signer
+}
+
+func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// ensureCA loads the cluster CA or creates it.
+func (p *pki) ensureCA() error {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	if c, k, err := p.load("ca"); err == nil {
+		p.caCert, p.caKey = c, k
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	c, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "kube-carry-ca"}, key)
+	if err != nil {
+		return err
+	}
+	p.caCert, p.caKey = c, key
+	return p.write("ca", c, key)
+}
+
+func (p *pki) load(name string) (*x509.Certificate, crypto.Signer, error) {
+	certs, err := cert.CertsFromFile(p.path(name + ".crt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := keyutil.PrivateKeyFromFile(p.path(name + ".key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s.key is not a signing key", name)
+	}
+	return certs[0], signer, nil
+}
+
+func (p *pki) write(name string, c *x509.Certificate, key crypto.Signer) error {
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(p.path(name+".key"), keyPEM); err != nil {
+		return err
+	}
+	certPEM, err := cert.EncodeCertificates(c)
+	if err != nil {
+		return err
+	}
+	return cert.WriteCert(p.path(name+".crt"), certPEM)
+}
+
+// leaf creates (once) a certificate signed by the CA.
+func (p *pki) leaf(name, cn string, orgs []string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) error {
+	if _, err := os.Stat(p.path(name + ".crt")); err == nil {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		DNSNames:     dns,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
+	if err != nil {
+		return err
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	return p.write(name, c, key)
+}
+
+// serviceAccountKey creates the key that signs service account tokens; the
+// apiserver reads the public half from the same file.
+func (p *pki) serviceAccountKey() error {
+	if _, err := os.Stat(p.path("sa.key")); err == nil {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	return keyutil.WriteKey(p.path("sa.key"), keyPEM)
+}
+
+// kubeconfig writes a kubeconfig that authenticates with the named client certificate.
+func (p *pki) kubeconfig(path, server, name string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kube-carry"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.path("ca.crt")}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(name + ".crt"), ClientKey: p.path(name + ".key")}
+	cfg.Contexts["kube-carry"] = &clientcmdapi.Context{Cluster: "kube-carry", AuthInfo: name}
+	cfg.CurrentContext = "kube-carry"
+	return clientcmd.WriteToFile(*cfg, path)
+}

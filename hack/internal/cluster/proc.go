@@ -1,0 +1,198 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemon is one process the cluster runs, with its pid file and log under the cluster folder.
+type daemon struct {
+	name string
+	args []string // argv, args[0] is the binary
+	env  []string
+	// port the daemon listens on, checked before it starts ("" for none).
+	port string
+	// healthy reports whether the daemon serves; nil when starting is enough.
+	healthy func(ctx context.Context) error
+}
+
+func (c *Cluster) pidFile(name string) string { return filepath.Join(c.Dir, "run", name+".pid") }
+func (c *Cluster) logFile(name string) string { return filepath.Join(c.Dir, "logs", name+".log") }
+
+// running returns the pid of the daemon when its recorded process is alive and is
+// still the process this cluster started: the pid file records the pid with its
+// start time, so a reused pid is not mistaken for the daemon.
+func (c *Cluster) running(name string) (int, bool) {
+	data, err := os.ReadFile(c.pidFile(name))
+	if err != nil {
+		return 0, false
+	}
+	var pid int
+	var started string
+	if _, err := fmt.Sscan(string(data), &pid, &started); err != nil || pid <= 0 {
+		return 0, false
+	}
+	if st, ok := startTime(pid); !ok || st != started || !alive(pid) {
+		return 0, false
+	}
+	return pid, true
+}
+
+// startTime is field 22 of /proc/PID/stat: when the process started, in clock ticks.
+func startTime(pid int) (string, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return "", false
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 20 {
+		return "", false
+	}
+	return fields[19], true
+}
+
+// start starts the daemon unless it already runs, then waits until it is healthy.
+func (c *Cluster) start(ctx context.Context, d daemon) error {
+	if pid, ok := c.running(d.name); ok {
+		c.logf("%-24s already running (pid %d)", d.name, pid)
+		return c.waitHealthy(ctx, d)
+	}
+	if d.port != "" {
+		if err := portFree(d.port); err != nil {
+			return fmt.Errorf("%s cannot start: %w", d.name, err)
+		}
+	}
+	if _, err := exec.LookPath(d.args[0]); err != nil {
+		return fmt.Errorf("%s: %w", d.name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.logFile(d.name)), 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(c.logFile(d.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(d.args[0], d.args[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), d.env...)
+	cmd.Dir = c.Dir
+	// A session of its own: the daemon outlives this command and its terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", d.name, err)
+	}
+	pid := cmd.Process.Pid
+	started, _ := startTime(pid)
+	if err := os.WriteFile(c.pidFile(d.name), []byte(fmt.Sprintf("%d %s\n", pid, started)), 0o644); err != nil {
+		return err
+	}
+	// Reap the child if it exits while this command still runs.
+	go cmd.Wait()
+	c.logf("%-24s started (pid %d, log %s)", d.name, pid, c.rel(c.logFile(d.name)))
+	return c.waitHealthy(ctx, d)
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context, d daemon) error {
+	if d.healthy == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	var last error
+	for {
+		if _, ok := c.running(d.name); !ok {
+			return fmt.Errorf("%s exited; the last lines of %s:\n%s", d.name, c.logFile(d.name), tail(c.logFile(d.name), 25))
+		}
+		if last = d.healthy(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not become healthy within %s (%v); the last lines of %s:\n%s", d.name, c.Timeout, last, c.logFile(d.name), tail(c.logFile(d.name), 25))
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// stop stops the daemon: SIGTERM, then SIGKILL after grace.
+func (c *Cluster) stop(name string, grace time.Duration) error {
+	pid, ok := c.running(name)
+	if !ok {
+		os.Remove(c.pidFile(name))
+		return nil
+	}
+	if err := killAndWait(pid, grace); err != nil {
+		return fmt.Errorf("stopping %s: %w", name, err)
+	}
+	c.logf("%-24s stopped", name)
+	return os.Remove(c.pidFile(name))
+}
+
+func killAndWait(pid int, grace time.Duration) error {
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 50; i++ {
+		if !alive(pid) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("pid %d survives SIGKILL", pid)
+}
+
+// alive is false for a process that is gone or a zombie.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
+}
+
+// portFree fails with a clear message when something listens on host:port already.
+func portFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		msg := fmt.Sprintf("%s is in use by another process", addr)
+		if out, err := exec.Command("ss", "-Hltnp", "sport", "= :"+addr[strings.LastIndex(addr, ":")+1:]).Output(); err == nil && len(out) > 0 {
+			msg += ":\n" + strings.TrimSpace(string(out))
+		}
+		return errors.New(msg + "\nstop it, or stop the cluster that uses it ('make cluster-down')")
+	}
+	return l.Close()
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
