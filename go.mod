@@ -89,7 +89,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 require (
@@ -128,6 +127,7 @@ require (
 	k8s.io/sample-apiserver v0.36.3
 	k8s.io/sample-controller v0.36.3
 	k8s.io/streaming v0.36.3
+	sigs.k8s.io/yaml v1.6.0
 )
 
 replace k8s.io/api => k8s.io/api v0.36.3

@@ -34,5 +34,11 @@ unit_tests() {
 unit_tests kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 
+echo "== local cluster smoke (build, up, one pod from the local registry, down)"
+if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh; then
+  go test -tags smoke -count=1 -json -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
+  "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
+fi
+
 echo "== summary ($((SECONDS - start))s)"
 "$SUMMARY" "$TESTOUT"/*.json

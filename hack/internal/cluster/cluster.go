@@ -345,8 +345,8 @@ func (c *Cluster) daemons(node string) []daemon {
 	}
 }
 
-func httpOK(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
+func httpOK(url string) func(context.Context, time.Time) error {
+	return func(ctx context.Context, _ time.Time) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -361,9 +361,9 @@ func httpOK(url string) func(context.Context) error {
 }
 
 // httpsOK checks a health endpoint of a component that serves a self-signed certificate.
-func httpsOK(url string) func(context.Context) error {
+func httpsOK(url string) func(context.Context, time.Time) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	return func(ctx context.Context) error {
+	return func(ctx context.Context, _ time.Time) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -386,7 +386,7 @@ func (c *Cluster) Client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-func (c *Cluster) apiReady(ctx context.Context) error {
+func (c *Cluster) apiReady(ctx context.Context, _ time.Time) error {
 	cs, err := c.Client()
 	if err != nil {
 		return err
@@ -395,7 +395,7 @@ func (c *Cluster) apiReady(ctx context.Context) error {
 	return err
 }
 
-func (c *Cluster) containerdReady(ctx context.Context) error {
+func (c *Cluster) containerdReady(ctx context.Context, _ time.Time) error {
 	out, err := exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "version").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
@@ -403,8 +403,10 @@ func (c *Cluster) containerdReady(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) nodeReady(node string) func(context.Context) error {
-	return func(ctx context.Context) error {
+// nodeReady waits for a Ready condition that a kubelet started at started has
+// posted, not one left in etcd by an earlier run.
+func (c *Cluster) nodeReady(node string) func(context.Context, time.Time) error {
+	return func(ctx context.Context, started time.Time) error {
 		cs, err := c.Client()
 		if err != nil {
 			return err
@@ -415,6 +417,9 @@ func (c *Cluster) nodeReady(node string) func(context.Context) error {
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
+				if cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
+					return fmt.Errorf("node %s has no status from the new kubelet yet", node)
+				}
 				if cond.Status == corev1.ConditionTrue {
 					return nil
 				}
@@ -428,8 +433,8 @@ func (c *Cluster) nodeReady(node string) func(context.Context) error {
 // pushImages builds the cluster's images and pushes them to the local registry.
 func (c *Cluster) pushImages(ctx context.Context) error {
 	n := images.Names{Registry: RegistryAddr}
-	if httpOK("http://"+RegistryAddr+"/v2/carry/synthetic/manifests/1mib")(ctx) == nil &&
-		httpOK("http://"+RegistryAddr+"/v2/e2e-test-images/agnhost/manifests/"+images.AgnhostTag)(ctx) == nil {
+	if httpOK("http://"+RegistryAddr+"/v2/carry/synthetic/manifests/1mib")(ctx, time.Time{}) == nil &&
+		httpOK("http://"+RegistryAddr+"/v2/e2e-test-images/agnhost/manifests/"+images.AgnhostTag)(ctx, time.Time{}) == nil {
 		return nil // pushed by an earlier run
 	}
 	c.logf("%-24s building pause, busybox, agnhost and synthetic images", "images")

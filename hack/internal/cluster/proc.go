@@ -21,8 +21,9 @@ type daemon struct {
 	env  []string
 	// port the daemon listens on, checked before it starts ("" for none).
 	port string
-	// healthy reports whether the daemon serves; nil when starting is enough.
-	healthy func(ctx context.Context) error
+	// healthy reports whether the daemon serves; started is when this run started
+	// it (zero when it was running already). nil when starting is enough.
+	healthy func(ctx context.Context, started time.Time) error
 }
 
 func (c *Cluster) pidFile(name string) string { return filepath.Join(c.Dir, "run", name+".pid") }
@@ -68,7 +69,7 @@ func startTime(pid int) (string, bool) {
 func (c *Cluster) start(ctx context.Context, d daemon) error {
 	if pid, ok := c.running(d.name); ok {
 		c.logf("%-24s already running (pid %d)", d.name, pid)
-		return c.waitHealthy(ctx, d)
+		return c.waitHealthy(ctx, d, time.Time{})
 	}
 	if d.port != "" {
 		if err := portFree(d.port); err != nil {
@@ -95,6 +96,7 @@ func (c *Cluster) start(ctx context.Context, d daemon) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", d.name, err)
 	}
+	startedAt := time.Now()
 	pid := cmd.Process.Pid
 	started, _ := startTime(pid)
 	if err := os.WriteFile(c.pidFile(d.name), []byte(fmt.Sprintf("%d %s\n", pid, started)), 0o644); err != nil {
@@ -103,10 +105,10 @@ func (c *Cluster) start(ctx context.Context, d daemon) error {
 	// Reap the child if it exits while this command still runs.
 	go cmd.Wait()
 	c.logf("%-24s started (pid %d, log %s)", d.name, pid, c.rel(c.logFile(d.name)))
-	return c.waitHealthy(ctx, d)
+	return c.waitHealthy(ctx, d, startedAt)
 }
 
-func (c *Cluster) waitHealthy(ctx context.Context, d daemon) error {
+func (c *Cluster) waitHealthy(ctx context.Context, d daemon, started time.Time) error {
 	if d.healthy == nil {
 		return nil
 	}
@@ -117,7 +119,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, d daemon) error {
 		if _, ok := c.running(d.name); !ok {
 			return fmt.Errorf("%s exited; the last lines of %s:\n%s", d.name, c.logFile(d.name), tail(c.logFile(d.name), 25))
 		}
-		if last = d.healthy(ctx); last == nil {
+		if last = d.healthy(ctx, started); last == nil {
 			return nil
 		}
 		select {

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestNodeNameResolvesToLoopback(t *testing.T) {
+	name := NodeName()
+	addrs, err := net.LookupHost(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if !net.ParseIP(a).IsLoopback() {
+			t.Errorf("node name %s resolves to %s: the apiserver would reach the kubelet off loopback", name, a)
+		}
+	}
+}
+
+func TestRepoListPointsTheSmokeRegistriesAtTheLocalOne(t *testing.T) {
+	var list map[string]string
+	if err := yaml.Unmarshal([]byte(RepoList("127.0.0.1:5000")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list["promoterE2eRegistry"] != "127.0.0.1:5000/e2e-test-images" || list["gcRegistry"] != "127.0.0.1:5000" {
+		t.Errorf("repo list: %v", list)
+	}
+}
+
+func TestConfigsStayInTheClusterFolder(t *testing.T) {
+	c := New("/srv/repo", nil)
+	for name, cfg := range map[string]string{"containerd": containerdConfig(c), "kubelet": kubeletConfig(c), "cni": cniConfig(c.path("cni", "ipam"))} {
+		for _, line := range strings.Split(cfg, "\n") {
+			if strings.Contains(line, "/") && strings.Contains(line, `"/`) && !strings.Contains(line, "/srv/repo/_output/cluster") &&
+				!strings.Contains(line, "/usr/lib/cni") && !strings.Contains(line, "http://") {
+				t.Errorf("%s config writes outside the cluster folder: %s", name, line)
+			}
+		}
+	}
+	if !strings.Contains(containerdConfig(c), "restrict_oom_score_adj = true") {
+		t.Errorf("containerd must not lower oom_score_adj on sandboxed machines")
+	}
+	if !strings.Contains(kubeletConfig(c), "address: 127.0.0.1") {
+		t.Errorf("the kubelet must serve on loopback only")
+	}
+}
+
+func TestRunningIgnoresStaleAndReusedPids(t *testing.T) {
+	c := &Cluster{Dir: t.TempDir()}
+	os.MkdirAll(filepath.Join(c.Dir, "run"), 0o755)
+	if _, ok := c.running("x"); ok {
+		t.Error("no pid file, yet running")
+	}
+	// Our own pid with a wrong start time is a reused pid, not the daemon.
+	os.WriteFile(c.pidFile("x"), []byte(strings.Join([]string{strconv.Itoa(os.Getpid()), "1"}, " ")), 0o644)
+	if _, ok := c.running("x"); ok {
+		t.Error("a pid with another start time counts as running")
+	}
+	st, _ := startTime(os.Getpid())
+	os.WriteFile(c.pidFile("x"), []byte(strconv.Itoa(os.Getpid())+" "+st), 0o644)
+	if pid, ok := c.running("x"); !ok || pid != os.Getpid() {
+		t.Error("the recorded process is not seen as running")
+	}
+}
+
+func TestPortFreeNamesTheBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = portFree(l.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), l.Addr().String()+" is in use") {
+		t.Errorf("portFree: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+//go:build smoke
+
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
+)
+
+// TestSmoke brings the local cluster up, runs one pod from the local registry and
+// brings it down again, leaving nothing behind. make test runs it (as root, after
+// building the binaries): go test -tags smoke ./hack/internal/cluster.
+func TestSmoke(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the local cluster needs root")
+	}
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(root, testWriter{t})
+	if _, ok := c.running("kube-apiserver"); ok {
+		t.Skip("a local cluster is running already (make cluster-down first); the smoke test needs its ports")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		if err := c.Down(context.Background()); err != nil {
+			t.Errorf("cluster down: %v", err)
+		}
+	})
+	if err := c.Up(ctx); err != nil {
+		t.Fatalf("cluster up: %v", err)
+	}
+	cs, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := version.ParseSemantic(node.Status.NodeInfo.KubeletVersion)
+	if err != nil || !strings.HasPrefix(v.PreRelease(), "carry.") {
+		t.Errorf("kubelet version %q: want valid semver v1.X.Y-carry.N+COMMIT (%v)", node.Status.NodeInfo.KubeletVersion, err)
+	}
+
+	// The default service account appears shortly after the namespace's first use.
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no default service account: %v", err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:    "busybox",
+				Image:   images.Names{Registry: RegistryAddr}.Busybox(),
+				Command: []string{"sh", "-c", "echo smoke-ok; sleep 600"},
+			}},
+		},
+	}
+	pod, err = cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		p, _ := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		t.Fatalf("pod %s is not Running: %v\n%+v", pod.Name, err, p.Status)
+	}
+	logs, err := cs.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(logs), "smoke-ok") {
+		t.Errorf("pod logs %q, %v", logs, err)
+	}
+
+	if err := c.Down(ctx); err != nil {
+		t.Fatalf("cluster down: %v", err)
+	}
+	if left := c.Leftovers(); len(left) > 0 {
+		t.Errorf("left behind after down: %v", left)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

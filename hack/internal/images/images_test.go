@@ -1,0 +1,121 @@
+package images
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// entries reads the flattened file system of an image.
+func entries(t *testing.T, img v1.Image) map[string]*tar.Header {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	out := map[string]*tar.Header{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(h.Name, "/")] = h
+	}
+}
+
+func TestLayerIsReproducibleWithParentsModesAndLinks(t *testing.T) {
+	files := []File{{Path: "usr/bin/tool", Mode: 0o755, Data: []byte("x")}, {Path: "bin/sh", Link: "busybox"}}
+	a, err := Layer(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Layer([]File{files[1], files[0]})
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Errorf("the same files give different layers: %s %s", da, db)
+	}
+	img, err := Image(nil, v1.Config{Entrypoint: []string{"/usr/bin/tool"}}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entries(t, img)
+	if h := e["usr/bin/tool"]; h == nil || h.Mode != 0o755 {
+		t.Errorf("usr/bin/tool: %+v", h)
+	}
+	if h := e["usr"]; h == nil || h.Typeflag != tar.TypeDir {
+		t.Errorf("parent directory usr missing: %+v", h)
+	}
+	if h := e["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+		t.Errorf("bin/sh: %+v", h)
+	}
+	cf, _ := img.ConfigFile()
+	if cf.OS != "linux" || cf.Architecture != "amd64" || cf.Config.Entrypoint[0] != "/usr/bin/tool" {
+		t.Errorf("config: %+v", cf)
+	}
+}
+
+func TestSyntheticImagesHaveTheirSizeAndAreDeterministic(t *testing.T) {
+	base, _ := Image(nil, v1.Config{})
+	a, err := Synthetic(base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Synthetic(base, 2)
+	c, _ := Synthetic(base, 3)
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	dc, _ := c.Digest()
+	if da != db || da == dc {
+		t.Errorf("digests: %s %s %s", da, db, dc)
+	}
+	layers, _ := a.Layers()
+	size, _ := layers[len(layers)-1].Size()
+	if size < 2<<20 {
+		t.Errorf("a 2 MiB synthetic layer is %d bytes compressed: the data must not compress", size)
+	}
+}
+
+func TestBusyboxHasAShell(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("busybox-static is not installed")
+	}
+	img, err := Busybox("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entries(t, img)
+	if h := e["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink {
+		t.Errorf("bin/sh: %+v", h)
+	}
+	if h := e["tmp"]; h == nil || h.Mode&0o1777 != 0o1777 {
+		t.Errorf("tmp: %+v", h)
+	}
+}
+
+// TestTagsMatchTheTree keeps the tags in step with the e2e framework of the pinned release.
+func TestTagsMatchTheTree(t *testing.T) {
+	manifest := filepath.Join("..", "..", "..", "_output", "kubernetes", "test", "utils", "image", "manifest.go")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Skip("no tree (make tree)")
+	}
+	for _, want := range []string{
+		`configs[Pause] = Config{list.GcRegistry, "pause", "` + PauseTag + `"}`,
+		`configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "` + BusyboxTag + `"}`,
+		`configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "` + AgnhostTag + `"}`,
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s no longer says %s", manifest, want)
+		}
+	}
+}
