@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build tree cluster-up cluster-down cluster-status save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into _output/bin
 all: build
@@ -34,6 +34,14 @@ cluster-down: preflight
 	@hack/preflight.sh root
 	@go build -o _output/tools/cluster ./hack/cmd/cluster
 	@_output/tools/cluster down
+
+## kind-image: a kind node image of the patched tree (needs a Docker engine; fails at once without one)
+kind-image: tools
+	@hack/kind-image.sh
+
+## kind-tarball: the release tarball kind reads (kind build node-image --type file), no Docker needed
+kind-tarball: tools
+	@hack/kind-image.sh --tarball-only
 
 ## save: write edits made in the trees back into patches/ and the overlay (GROUP=name for new paths)
 save: tools

@@ -7,6 +7,21 @@ ROOT=$PWD
 TREE=$ROOT/_output/kubernetes
 WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl}
 
+# Share the module and build caches with every other go command here (upstream would
+# keep its own under the tree's _output/), so that tests and builds reuse each other's work.
+export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
+# Upstream builds with GOPROXY=off because its git tree vendors every module; the
+# module zips carry no vendor/, so fetch what the targets need first.
+pkgs=()
+for w in $WHAT; do
+  case "$w" in
+    *.test) pkgs+=("./$(dirname "$w")") ;;
+    cmd/* | test/* | pkg/* | staging/*) pkgs+=("./$w") ;;
+    *) pkgs+=("$w") ;;
+  esac
+done
+(cd "$TREE" && go list -e -deps -test "${pkgs[@]}" >/dev/null)
+
 version=$("$ROOT/_output/tools/series" version)
 state=clean
 [[ $version == *.dirty ]] && state=dirty
@@ -19,4 +34,5 @@ for pkg in $WHAT; do
   bin=$(basename "$pkg")
   cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$ROOT/_output/bin/$bin"
 done
+echo "$version" >"$ROOT/_output/bin/VERSION"
 echo "binaries in _output/bin: $(cd "$ROOT/_output/bin" && echo *)"

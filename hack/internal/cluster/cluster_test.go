@@ -81,3 +81,40 @@ func TestPortFreeNamesTheBusyPort(t *testing.T) {
 		t.Errorf("portFree: %v", err)
 	}
 }
+
+// TestKindConfigEnablesTheClusterFeatures keeps build/kind/cluster.yaml in step with
+// what the local cluster turns on.
+func TestKindConfigEnablesTheClusterFeatures(t *testing.T) {
+	data, err := os.ReadFile("../../../build/kind/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		FeatureGates  map[string]bool   `json:"featureGates"`
+		RuntimeConfig map[string]string `json:"runtimeConfig"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, gates := range FeatureGates {
+		for _, g := range gates {
+			name, value, _ := strings.Cut(g, "=")
+			want[name] = value == "true"
+		}
+	}
+	if len(want) != len(cfg.FeatureGates) {
+		t.Errorf("kind feature gates %v, want %v", cfg.FeatureGates, want)
+	}
+	for name, on := range want {
+		if got, ok := cfg.FeatureGates[name]; !ok || got != on {
+			t.Errorf("kind config: feature gate %s = %v, want %v", name, got, on)
+		}
+	}
+	for _, rc := range RuntimeConfig {
+		gv, value, _ := strings.Cut(rc, "=")
+		if cfg.RuntimeConfig[gv] != value {
+			t.Errorf("kind config: runtimeConfig %s = %q, want %q", gv, cfg.RuntimeConfig[gv], value)
+		}
+	}
+}
