@@ -35,6 +35,11 @@ cluster-down: preflight
 	@go build -o _output/tools/cluster ./hack/cmd/cluster
 	@_output/tools/cluster down
 
+## e2e: upstream e2e.test on the local cluster: this project's tests and the smoke subset (root)
+e2e: tools
+	@hack/preflight.sh root
+	@hack/e2e.sh
+
 ## kind-image: a kind node image of the patched tree (needs a Docker engine; fails at once without one)
 kind-image: tools
 	@hack/kind-image.sh

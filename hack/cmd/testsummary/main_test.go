@@ -47,3 +47,20 @@ func TestRecordedChecksAreCounted(t *testing.T) {
 		t.Errorf("got %+v", c)
 	}
 }
+
+func TestJUnitLeavesUnselectedSpecsOut(t *testing.T) {
+	report := `<?xml version="1.0"?>
+<testsuites><testsuite name="Kubernetes e2e suite">
+<testcase name="[SynchronizedBeforeSuite]"></testcase>
+<testcase name="[It] [sig-node] Pods should get a host IP"></testcase>
+<testcase name="[sig-node] other"><skipped message="skipped"/></testcase>
+<testcase name="[It] [sig-storage] broken"><failure message="timed out">trace</failure></testcase>
+</testsuite></testsuites>`
+	c, err := junitCounts(strings.NewReader(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.passed != 1 || c.failed != 1 || c.skipped != 0 || !strings.Contains(strings.Join(c.failures, ""), "timed out") {
+		t.Errorf("got %+v", c)
+	}
+}

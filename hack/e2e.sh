@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# make e2e: upstream's e2e.test and ginkgo, built from the tree, run against the local
+# cluster with the image registries pointed at the local one. It runs every test this
+# project adds (labelled [Feature:...] / [FeatureGate:...] with this project's
+# features) and the upstream smoke subset listed in hack/e2e-smoke.txt.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+tools
+
+WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
+go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+"$OUT/tools/cluster" up
+
+# This project's own e2e tests: its features' labels.
+ours='\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]'
+smoke=$(grep -v '^#' hack/e2e-smoke.txt | grep -v '^$' | paste -sd'|')
+focus="${E2E_FOCUS:-$ours|$smoke}"
+report=$OUT/e2e
+mkdir -p "$report"
+export KUBE_TEST_REPO_LIST=$OUT/cluster/etc/image-repos.yaml
+set +e
+"$OUT/bin/ginkgo" --no-color --silence-skips --timeout=60m \
+  --focus="$focus" --skip='\[Disruptive\]|\[Flaky\]' \
+  --junit-report=junit.xml --output-dir="$report" \
+  "$OUT/bin/e2e.test" -- \
+  --kubeconfig="$OUT/cluster/admin.kubeconfig" --provider=local \
+  --kubectl-path="$OUT/bin/kubectl" --report-dir="$report" \
+  --e2e-verify-service-account=true --node-os-distro=debian \
+  ${E2E_ARGS:-}
+rc=$?
+set -e
+echo "== make e2e: the selected specs"
+"$SUMMARY" junit "$report/junit.xml" || true
+exit $rc
