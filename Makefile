@@ -79,5 +79,6 @@ verify-bisect: tools
 pin: tools
 	@$(SERIES) pin $(if $(K8S),-k8s $(K8S)) $(if $(VPA),-vpa $(VPA))
 
+## help: list the targets
 help:
 	@sed -n 's/^## //p' Makefile
