@@ -140,11 +140,13 @@ func (t *Tree) Save(into string) ([]string, error) {
 	return saved, t.saveState(st)
 }
 
-// checkCurrent refuses to save from a tree that was built from other repository
-// contents: saving would overwrite the repository's newer edits.
+// checkCurrent refuses to save from a tree whose groups were built from other
+// repository contents: saving would overwrite the repository's newer edits. A new
+// base (pins, materialization) does not matter: the groups are diffs against the
+// tree's own base, and the next 'make tree' rebuilds it.
 func (t *Tree) checkCurrent(st *State, groups []Group) error {
-	if st.Base != t.baseFingerprint() || len(st.Groups) != len(groups) {
-		return fmt.Errorf("the tree was built from other pins or groups than the repository has now; saving would overwrite them. Run 'make tree' first")
+	if len(st.Groups) != len(groups) {
+		return fmt.Errorf("the tree was built from other groups than the repository has now; saving would overwrite them. Run 'make tree' first")
 	}
 	for i, gr := range groups {
 		fp, err := t.Repo.Fingerprint(gr)

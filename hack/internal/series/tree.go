@@ -17,7 +17,7 @@ import (
 
 // materializeVersion changes whenever the way a base tree is built changes, so that
 // existing trees are rebuilt.
-const materializeVersion = "1"
+const materializeVersion = "2"
 
 // Source finds the extracted source of a Go module version.
 type Source interface {

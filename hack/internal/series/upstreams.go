@@ -20,7 +20,12 @@ var Kubernetes = Upstream{
 	Tag:          func(v string) string { return v },
 	OverlayRoots: []string{"cmd", "pkg", "plugin", "staging", "test"},
 	Symlinks:     map[string]string{"Makefile": "build/root/Makefile"},
-	Nested:       addStagingModules,
+	Nested: func(m *materializer) error {
+		if err := addStagingModules(m); err != nil {
+			return err
+		}
+		return addHackTools(m)
+	},
 }
 
 // Autoscaler is the Vertical Pod Autoscaler, in its place in the kubernetes/autoscaler repository.
@@ -72,6 +77,54 @@ func addStagingModules(m *materializer) error {
 	}
 	wf.Cleanup()
 	return os.WriteFile(path, modfile.Format(wf.Syntax), 0o644)
+}
+
+// protocGenGoGRPCVersion is the protoc-gen-go-grpc that generated the CRI's
+// api_grpc.pb.go in this release (its header says so).
+const protocGenGoGRPCVersion = "v1.5.1"
+
+// addHackTools writes the hack/tools module that upstream's code generators install
+// their tools from (goimports, protoc-gen-go, protoc-gen-go-grpc): the module zip
+// lacks it. The versions are those of the release's go.mod.
+func addHackTools(m *materializer) error {
+	data, err := os.ReadFile(filepath.Join(m.tree, "go.mod"))
+	if err != nil {
+		return err
+	}
+	root, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		return err
+	}
+	versions := map[string]string{}
+	for _, r := range root.Require {
+		versions[r.Mod.Path] = r.Mod.Version
+	}
+	for _, mod := range []string{"golang.org/x/tools", "google.golang.org/protobuf"} {
+		if versions[mod] == "" {
+			return fmt.Errorf("go.mod of the release requires no %s", mod)
+		}
+	}
+	dir := filepath.Join(m.tree, "hack", "tools")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	gomod := fmt.Sprintf("module k8s.io/kubernetes/hack/tools\n\ngo %s\n\nrequire (\n\tgolang.org/x/tools %s\n\tgoogle.golang.org/grpc/cmd/protoc-gen-go-grpc %s\n\tgoogle.golang.org/protobuf %s\n)\n",
+		root.Go.Version, versions["golang.org/x/tools"], protocGenGoGRPCVersion, versions["google.golang.org/protobuf"])
+	tools := "//go:build tools\n\n// Package tools pins the tools upstream's code generators install.\npackage tools\n\nimport (\n\t_ \"golang.org/x/tools/cmd/goimports\"\n\t_ \"google.golang.org/grpc/cmd/protoc-gen-go-grpc\"\n\t_ \"google.golang.org/protobuf/cmd/protoc-gen-go\"\n)\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools), 0o644); err != nil {
+		return err
+	}
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := tidy.CombinedOutput(); err != nil {
+		return explainDownload("hack/tools", "", fmt.Sprintf("go mod tidy in hack/tools: %v: %s", err, out))
+	}
+	m.notef("hack/tools (a nested module the zip lacks) is reduced to the code generators' tools: goimports, protoc-gen-go and protoc-gen-go-grpc at the release's versions")
+	return nil
 }
 
 // Pins are the upstream versions go.mod pins: require lines, overridden by replace
