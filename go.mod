@@ -78,7 +78,6 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260128011058-8636f8732409 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
@@ -92,9 +91,11 @@ require (
 )
 
 require (
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/google/go-containerregistry v0.22.1
 	golang.org/x/mod v0.42.0
 	google.golang.org/grpc v1.79.3
+	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.37.1
 	k8s.io/apiextensions-apiserver v0.36.3
 	k8s.io/apimachinery v0.37.1

@@ -17,7 +17,7 @@ import (
 
 // materializeVersion changes whenever the way a base tree is built changes, so that
 // existing trees are rebuilt.
-const materializeVersion = "2"
+const materializeVersion = "4"
 
 // Source finds the extracted source of a Go module version.
 type Source interface {
@@ -204,7 +204,7 @@ func (t *Tree) Sync() (*State, error) {
 	base := t.baseFingerprint()
 	if st == nil || st.Base != base {
 		if st != nil {
-			t.logf("%s: the pins changed; rebuilding the tree from pristine upstream", t.Up.Name)
+			t.logf("%s: the pristine base changed (pins or how it is made); rebuilding the tree", t.Up.Name)
 			if err := os.RemoveAll(t.Dir()); err != nil {
 				return nil, err
 			}

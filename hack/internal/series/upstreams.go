@@ -79,13 +79,26 @@ func addStagingModules(m *materializer) error {
 	return os.WriteFile(path, modfile.Format(wf.Syntax), 0o644)
 }
 
-// protocGenGoGRPCVersion is the protoc-gen-go-grpc that generated the CRI's
-// api_grpc.pb.go in this release (its header says so).
-const protocGenGoGRPCVersion = "v1.5.1"
+// generatorVersion reads the version of a protoc plugin from the header of a file it
+// generated in the release ("// - protoc-gen-go-grpc v1.5.1", "// \tprotoc-gen-go v1.36.4").
+func generatorVersion(tree, file, plugin string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(tree, file))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimLeft(line, "/ -\t"))
+		if len(f) == 2 && f[0] == plugin {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s does not name the %s that generated it", file, plugin)
+}
 
 // addHackTools writes the hack/tools module that upstream's code generators install
 // their tools from (goimports, protoc-gen-go, protoc-gen-go-grpc): the module zip
-// lacks it. The versions are those of the release's go.mod.
+// lacks it. The protoc plugins are at the versions that generated the release's CRI
+// code; goimports comes from the release's golang.org/x/tools.
 func addHackTools(m *materializer) error {
 	data, err := os.ReadFile(filepath.Join(m.tree, "go.mod"))
 	if err != nil {
@@ -95,26 +108,39 @@ func addHackTools(m *materializer) error {
 	if err != nil {
 		return err
 	}
-	versions := map[string]string{}
+	var xtools string
 	for _, r := range root.Require {
-		versions[r.Mod.Path] = r.Mod.Version
-	}
-	for _, mod := range []string{"golang.org/x/tools", "google.golang.org/protobuf"} {
-		if versions[mod] == "" {
-			return fmt.Errorf("go.mod of the release requires no %s", mod)
+		if r.Mod.Path == "golang.org/x/tools" {
+			xtools = r.Mod.Version
 		}
+	}
+	if xtools == "" {
+		return fmt.Errorf("go.mod of the release requires no golang.org/x/tools")
+	}
+	const cri = "staging/src/k8s.io/cri-api/pkg/apis/runtime/v1/"
+	protocGenGo, err := generatorVersion(m.tree, cri+"api.pb.go", "protoc-gen-go")
+	if err != nil {
+		return err
+	}
+	protocGenGoGRPC, err := generatorVersion(m.tree, cri+"api_grpc.pb.go", "protoc-gen-go-grpc")
+	if err != nil {
+		return err
 	}
 	dir := filepath.Join(m.tree, "hack", "tools")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	gomod := fmt.Sprintf("module k8s.io/kubernetes/hack/tools\n\ngo %s\n\nrequire (\n\tgolang.org/x/tools %s\n\tgoogle.golang.org/grpc/cmd/protoc-gen-go-grpc %s\n\tgoogle.golang.org/protobuf %s\n)\n",
-		root.Go.Version, versions["golang.org/x/tools"], protocGenGoGRPCVersion, versions["google.golang.org/protobuf"])
+		root.Go.Version, xtools, protocGenGoGRPC, protocGenGo)
 	tools := "//go:build tools\n\n// Package tools pins the tools upstream's code generators install.\npackage tools\n\nimport (\n\t_ \"golang.org/x/tools/cmd/goimports\"\n\t_ \"google.golang.org/grpc/cmd/protoc-gen-go-grpc\"\n\t_ \"google.golang.org/protobuf/cmd/protoc-gen-go\"\n)\n"
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools), 0o644); err != nil {
+		return err
+	}
+	// Its own workspace, as upstream's: the tree's go.work does not use it.
+	if err := os.WriteFile(filepath.Join(dir, "go.work"), []byte("go "+root.Go.Version+"\n\nuse .\n"), 0o644); err != nil {
 		return err
 	}
 	tidy := exec.Command("go", "mod", "tidy")
@@ -123,7 +149,7 @@ func addHackTools(m *materializer) error {
 	if out, err := tidy.CombinedOutput(); err != nil {
 		return explainDownload("hack/tools", "", fmt.Sprintf("go mod tidy in hack/tools: %v: %s", err, out))
 	}
-	m.notef("hack/tools (a nested module the zip lacks) is reduced to the code generators' tools: goimports, protoc-gen-go and protoc-gen-go-grpc at the release's versions")
+	m.notef("hack/tools (a nested module the zip lacks) is reduced to the code generators' tools: goimports %s, protoc-gen-go %s and protoc-gen-go-grpc %s", xtools, protocGenGo, protocGenGoGRPC)
 	return nil
 }
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs an upstream script or command inside the kubernetes tree the way upstream's
+# CI container would: the host's Go (FORCE_HOST_GO), the shared module and build
+# caches, this project's protoc front end on PATH (hack/codegen-tools.sh), and the
+# modules of the code generators fetched first (upstream's scripts run with
+# GOPROXY=off, expecting a vendor/ the module zips do not have).
+#   hack/in-tree.sh hack/update-codegen.sh conversions
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+[ $# -gt 0 ] || { echo "usage: hack/in-tree.sh COMMAND [ARGS...]" >&2; exit 2; }
+hack/codegen-tools.sh
+tree=$OUT/kubernetes
+export FORCE_HOST_GO=y
+export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
+export PATH=$tree/third_party/protoc:$PATH
+(cd "$tree" && go list -e -deps ./staging/src/k8s.io/code-generator/cmd/... ./cmd/genfeaturegates ./test/compatibility_lifecycle >/dev/null)
+cd "$tree"
+exec "$@"
