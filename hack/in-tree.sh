@@ -5,12 +5,13 @@
 # modules of the code generators fetched first (upstream's scripts run with
 # GOPROXY=off, expecting a vendor/ the module zips do not have).
 #   hack/in-tree.sh hack/update-codegen.sh conversions
+# TREE names another checkout of the tree (default _output/kubernetes).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 [ $# -gt 0 ] || { echo "usage: hack/in-tree.sh COMMAND [ARGS...]" >&2; exit 2; }
-hack/codegen-tools.sh
-tree=$OUT/kubernetes
+tree=${TREE:-$OUT/kubernetes}
+hack/codegen-tools.sh "$tree"
 export FORCE_HOST_GO=y
 export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
 export PATH=$tree/third_party/protoc:$PATH

@@ -23,4 +23,18 @@ check series-applies "$SERIES" tree
 check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
 check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 check export-roundtrip "$SERIES" roundtrip
+
+# The protobuf bindings the series carries are what upstream's generator makes of its
+# .proto files (run in a scratch clone, so the tree itself is never touched).
+verify_protobindings() {
+  local work status
+  work=$(mktemp -d)
+  git clone -q --shared "$OUT/kubernetes" "$work/kubernetes" &&
+    TREE=$work/kubernetes hack/in-tree.sh hack/update-codegen.sh protobindings >"$work/log" 2>&1 ||
+    { tail -n 20 "$work/log"; rm -rf "$work"; return 1; }
+  status=$(git -C "$work/kubernetes" status --porcelain)
+  rm -rf "$work"
+  [ -z "$status" ] || { echo "generated protobuf code differs from its .proto files (run hack/in-tree.sh hack/update-codegen.sh protobindings, then make save):"; echo "$status"; return 1; }
+}
+check codegen-protobindings verify_protobindings
 [ "$FAILED_CHECKS" = 0 ]

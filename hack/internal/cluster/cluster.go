@@ -49,7 +49,7 @@ var FeatureGates = map[string][]string{
 	"kube-apiserver":          {},
 	"kube-controller-manager": {},
 	"kube-scheduler":          {},
-	"kubelet":                 {},
+	"kubelet":                 {"KubeletImagePullGate=true"},
 }
 
 // RuntimeConfig enables the alpha APIs this project adds.

@@ -124,6 +124,7 @@ evictionHard:
 imageGCHighThresholdPercent: 98
 imageGCLowThresholdPercent: 96
 serializeImagePulls: false
+maxParallelImagePulls: 3
 featureGates:
 %s`, c.containerdSocket(), c.path("pki", "kubelet-serving.crt"), c.path("pki", "kubelet-serving.key"),
 		c.path("pki", "ca.crt"), gates.String())

@@ -1,0 +1,48 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kuberuntime
+
+import (
+	"context"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/kubernetes/pkg/features"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
+	"k8s.io/kubernetes/pkg/kubelet/images"
+)
+
+// handOffImagePullLimit gives the kubelet's limit of parallel image pulls to a runtime
+// that advertises it enforces one (KubeletImagePullGate), through
+// UpdateRuntimeConfig; the kubelet then stops limiting pulls itself. The kubelet polls
+// the runtime's status, so a runtime restarted without the feature gets the kubelet's
+// own limit back.
+func (m *kubeGenericRuntimeManager) handOffImagePullLimit(ctx context.Context, runtimeFeatures *kubecontainer.RuntimeFeatures) {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletImagePullGate) {
+		return
+	}
+	handOff, ok := m.imagePuller.(images.PullLimitHandOff)
+	if !ok {
+		return
+	}
+	enforces := runtimeFeatures != nil && runtimeFeatures.ImagePullConcurrency
+	handOff.HandOffPullLimit(ctx, enforces, func(limit int32) error {
+		return m.runtimeService.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{
+			ImagePullConfig: &runtimeapi.ImagePullConfig{MaxParallelImagePulls: limit},
+		})
+	})
+}

@@ -1,0 +1,108 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kuberuntime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	fakeremote "k8s.io/cri-client/pkg/fake"
+	"k8s.io/kubernetes/pkg/credentialprovider"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/kubelet/images"
+	imagepullmanager "k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
+	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
+)
+
+// TestImagePullLimitHandOffThroughTheCRI drives the hand-off over gRPC with the fake
+// remote runtime: a runtime that advertises image_pull_concurrency receives the
+// kubelet's limit once through UpdateRuntimeConfig; one that does not never does.
+func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gate     bool
+		enforces bool
+		wantSent bool
+	}{
+		{name: "runtime enforces the limit", gate: true, enforces: true, wantSent: true},
+		{name: "runtime does not", gate: true, enforces: false},
+		{name: "feature gate off", gate: false, enforces: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, tc.gate)
+			tCtx := ktesting.Init(t)
+			endpoint, err := fakeremote.GenerateEndpoint()
+			require.NoError(t, err)
+			fake := fakeremote.NewFakeRemoteRuntime()
+			require.NoError(t, fake.Start(endpoint))
+			t.Cleanup(fake.Stop)
+			fake.RuntimeService.FakeFeatures = &runtimeapi.RuntimeFeatures{ImagePullConcurrency: tc.enforces}
+
+			runtimeService, err := remote.NewRemoteRuntimeService(tCtx, endpoint, 15*time.Second, noop.NewTracerProvider(), false)
+			require.NoError(t, err)
+			m := &kubeGenericRuntimeManager{runtimeService: runtimeService}
+			m.imagePuller = images.NewImageManager(&record.FakeRecorder{}, &credentialprovider.BasicDockerKeyring{}, m,
+				&imagepullmanager.NoopImagePullManager{}, flowcontrol.NewBackOff(time.Second, time.Minute),
+				false, ptr.To[int32](4), 0, 0, 0, &fakePodPullingTimeRecorder{})
+
+			for range 3 { // the kubelet polls the runtime's status
+				_, err := m.Status(tCtx)
+				require.NoError(t, err)
+			}
+			calls := 0
+			for _, c := range fake.RuntimeService.Called {
+				if c == "UpdateRuntimeConfig" {
+					calls++
+				}
+			}
+			if !tc.wantSent {
+				assert.Zero(t, calls, "UpdateRuntimeConfig calls")
+				return
+			}
+			assert.Equal(t, 1, calls, "the limit is handed over once")
+			require.NotNil(t, fake.RuntimeService.LastRuntimeConfig)
+			assert.Equal(t, int32(4), fake.RuntimeService.LastRuntimeConfig.GetImagePullConfig().GetMaxParallelImagePulls())
+
+			// A runtime restarted without the feature gets the kubelet's own limit back;
+			// when it advertises the feature again, it receives the limit again.
+			fake.RuntimeService.FakeFeatures = nil
+			_, err = m.Status(tCtx)
+			require.NoError(t, err)
+			fake.RuntimeService.FakeFeatures = &runtimeapi.RuntimeFeatures{ImagePullConcurrency: true}
+			_, err = m.Status(tCtx)
+			require.NoError(t, err)
+			calls = 0
+			for _, c := range fake.RuntimeService.Called {
+				if c == "UpdateRuntimeConfig" {
+					calls++
+				}
+			}
+			assert.Equal(t, 2, calls)
+		})
+	}
+}
