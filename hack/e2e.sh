@@ -19,6 +19,8 @@ focus="${E2E_FOCUS:-$ours|$smoke}"
 report=$OUT/e2e
 mkdir -p "$report"
 export KUBE_TEST_REPO_LIST=$OUT/cluster/etc/image-repos.yaml
+# The image pull gate tests pull through the cluster's slow registry (docs/kubelet-image-pull-gate.md).
+export KUBE_TEST_SLOW_REGISTRY=127.0.0.1:5001
 set +e
 "$OUT/bin/ginkgo" --no-color --silence-skips --timeout=60m \
   --focus="$focus" --skip='\[Disruptive\]|\[Flaky\]' \

@@ -35,7 +35,8 @@ unit_tests kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
-if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh; then
+if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh &&
+  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
   go test -tags smoke -count=1 -json -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
 fi

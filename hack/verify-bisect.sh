@@ -18,7 +18,7 @@ bisect() {
   for c in $base $commits; do
     git -C "$work" checkout -q --detach "$c"
     echo "== $up $(git -C "$work" log -1 --format='%h %s')"
-    (cd "$work/$moddir" && go build -o /dev/null "$@") || { echo "FAIL: $up does not build at $(git -C "$work" log -1 --format='%h %s')"; exit 1; }
+    (cd "$work/$moddir" && go build -trimpath -o /dev/null "$@") || { echo "FAIL: $up does not build at $(git -C "$work" log -1 --format='%h %s')"; exit 1; }
   done
   git -C "$tree" worktree remove --force "$work"
 }

@@ -3,6 +3,7 @@
 //	cluster up      start what is not running; wait until the node is Ready
 //	cluster down    stop what up started and remove its mounts and network devices
 //	cluster status  say what runs and what is left on the machine
+//	cluster slow-registry  serve the local registry slowly on 127.0.0.1:5001 (up starts it)
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up|down|status")
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down|status|slow-registry")
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -26,7 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
-	if _, err := os.Stat(filepath.Join(root, "hack", "cmd", "cluster")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "hack", "cmd", "cluster")); err != nil && os.Args[1] != "slow-registry" {
 		fmt.Fprintln(os.Stderr, "error: run this from the repository root (make cluster-up)")
 		os.Exit(1)
 	}
@@ -38,6 +39,8 @@ func main() {
 		err = c.Up(ctx)
 	case "down":
 		err = c.Down(ctx)
+	case "slow-registry":
+		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).Serve(ctx, cluster.SlowRegistryAddr)
 	case "status":
 		for _, l := range c.Leftovers() {
 			fmt.Println(l)

@@ -104,6 +104,9 @@ func (c *Cluster) rel(p string) string {
 	return p
 }
 
+// tool is a binary of this project's tools (_output/tools).
+func (c *Cluster) tool(name string) string { return filepath.Join(c.base, "_output", "tools", name) }
+
 func (c *Cluster) path(elem ...string) string {
 	return filepath.Join(append([]string{c.Dir}, elem...)...)
 }
@@ -143,6 +146,9 @@ func (c *Cluster) Preflight() error {
 		if _, err := os.Stat(filepath.Join(c.Bin, b)); err != nil {
 			return fmt.Errorf("%s is not built: run 'make' first", filepath.Join(c.rel(c.Bin), b))
 		}
+	}
+	if _, err := os.Stat(c.tool("cluster")); err != nil {
+		return fmt.Errorf("%s is not built: run 'make cluster-up'", c.rel(c.tool("cluster")))
 	}
 	if len(c.containerdSocket()) > 100 {
 		return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", c.containerdSocket())
@@ -274,6 +280,11 @@ func (c *Cluster) daemons(node string) []daemon {
 			healthy: httpOK("http://" + RegistryAddr + "/v2/"),
 		},
 		{
+			name: "slow-registry", port: SlowRegistryAddr,
+			args:    []string{c.tool("cluster"), "slow-registry"},
+			healthy: httpOK("http://" + SlowRegistryAddr + "/v2/"),
+		},
+		{
 			name: "etcd", port: etcdClient,
 			args: []string{"etcd", "--name", "carry", "--data-dir", c.path("etcd"),
 				"--listen-client-urls", "http://" + etcdClient, "--advertise-client-urls", "http://" + etcdClient,
@@ -377,6 +388,18 @@ func httpsOK(url string) func(context.Context, time.Time) error {
 	}
 }
 
+// manifestExists asks the local registry for an OCI image manifest.
+func manifestExists(ctx context.Context, name, tag string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+RegistryAddr+"/v2/"+name+"/manifests/"+tag, nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
 // Client is a clientset for the administrator.
 func (c *Cluster) Client() (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
@@ -433,8 +456,7 @@ func (c *Cluster) nodeReady(node string) func(context.Context, time.Time) error 
 // pushImages builds the cluster's images and pushes them to the local registry.
 func (c *Cluster) pushImages(ctx context.Context) error {
 	n := images.Names{Registry: RegistryAddr}
-	if httpOK("http://"+RegistryAddr+"/v2/carry/synthetic/manifests/1mib")(ctx, time.Time{}) == nil &&
-		httpOK("http://"+RegistryAddr+"/v2/e2e-test-images/agnhost/manifests/"+images.AgnhostTag)(ctx, time.Time{}) == nil {
+	if manifestExists(ctx, "carry/synthetic", "64mib") && manifestExists(ctx, "e2e-test-images/agnhost", images.AgnhostTag) {
 		return nil // pushed by an earlier run
 	}
 	c.logf("%-24s building pause, busybox, agnhost and synthetic images", "images")

@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -116,5 +120,39 @@ func TestKindConfigEnablesTheClusterFeatures(t *testing.T) {
 		if cfg.RuntimeConfig[gv] != value {
 			t.Errorf("kind config: runtimeConfig %s = %q, want %q", gv, cfg.RuntimeConfig[gv], value)
 		}
+	}
+}
+
+func TestSlowRegistryDelaysManifestsAndAliasesTags(t *testing.T) {
+	var seen []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.URL.Path)
+	}))
+	defer upstream.Close()
+	s := &SlowRegistry{Upstream: strings.TrimPrefix(upstream.URL, "http://"), Delay: 50 * time.Millisecond}
+	proxy := httptest.NewServer(s)
+	defer proxy.Close()
+
+	start := time.Now()
+	resp, err := http.Head(proxy.URL + "/v2/carry/synthetic/manifests/64mib--run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if time.Since(start) < 50*time.Millisecond {
+		t.Errorf("a manifest request came back after %v, want at least the delay", time.Since(start))
+	}
+	http.Get(proxy.URL + "/v2/carry/synthetic/blobs/sha256:abc")
+	if strings.Join(seen, " ") != "/v2/carry/synthetic/manifests/64mib /v2/carry/synthetic/blobs/sha256:abc" {
+		t.Errorf("upstream saw %v", seen)
+	}
+	resp, err = http.Get(proxy.URL + "/carry/requests/carry/synthetic:64mib--run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.TrimSpace(string(body)) != "1" {
+		t.Errorf("requests for the tag: %q", body)
 	}
 }

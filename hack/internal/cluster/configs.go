@@ -57,9 +57,11 @@ state = %[2]q
     conf_dir = %[6]q
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[7]s"]
     endpoint = ["http://%[7]s"]
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[8]s"]
+    endpoint = ["http://%[8]s"]
 `, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSocket(),
 		c.path("containerd", "opt"), images.Names{Registry: RegistryAddr}.Pause(),
-		c.path("cni", "net.d"), RegistryAddr)
+		c.path("cni", "net.d"), RegistryAddr, SlowRegistryAddr)
 }
 
 // cniConfig is a bridge of the cluster's own with host-local addresses; no

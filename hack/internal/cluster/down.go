@@ -32,7 +32,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 	}
 	errs = append(errs, c.stop("containerd", 10*time.Second))
 	errs = append(errs, c.killShims())
-	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "registry"} {
+	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slow-registry", "registry"} {
 		errs = append(errs, c.stop(name, 15*time.Second))
 	}
 	errs = append(errs, c.unmountAll())
@@ -157,7 +157,7 @@ func linkExists(name string) bool {
 // network devices.
 func (c *Cluster) Leftovers() []string {
 	var left []string
-	for _, name := range []string{"registry", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+	for _, name := range []string{"registry", "slow-registry", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
 		if pid, ok := c.running(name); ok {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
 		}

@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SlowRegistryAddr serves the local registry's images slowly: every manifest
+// request waits SlowRegistryDelay. Image pull tests use it to hold pulls long
+// enough to queue and deduplicate them deterministically.
+const (
+	SlowRegistryAddr  = "127.0.0.1:5001"
+	SlowRegistryDelay = 3 * time.Second
+)
+
+// manifestPath matches /v2/<name>/manifests/<reference>.
+var manifestPath = regexp.MustCompile(`^/v2/(.+)/manifests/([^/]+)$`)
+
+// SlowRegistry is a reverse proxy to a registry that delays manifest requests and
+// serves "<tag>--<anything>" as "<tag>", so that a test can pull an image under a
+// name the node has never seen. GET /carry/requests/<name>:<tag> tells how many
+// manifest requests a tag received.
+type SlowRegistry struct {
+	Upstream string
+	Delay    time.Duration
+
+	mu       sync.Mutex
+	requests map[string]int
+}
+
+func (s *SlowRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ref, ok := strings.CutPrefix(r.URL.Path, "/carry/requests/"); ok {
+		s.mu.Lock()
+		n := s.requests[ref]
+		s.mu.Unlock()
+		fmt.Fprintf(w, "%d\n", n)
+		return
+	}
+	if m := manifestPath.FindStringSubmatch(r.URL.Path); m != nil {
+		s.mu.Lock()
+		if s.requests == nil {
+			s.requests = map[string]int{}
+		}
+		s.requests[m[1]+":"+m[2]]++
+		s.mu.Unlock()
+		select {
+		case <-time.After(s.Delay):
+		case <-r.Context().Done():
+			return
+		}
+		if tag, _, ok := strings.Cut(m[2], "--"); ok {
+			r.URL.Path = "/v2/" + m[1] + "/manifests/" + tag
+		}
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: s.Upstream})
+	proxy.ServeHTTP(w, r)
+}
+
+// Serve runs the proxy on addr until ctx ends.
+func (s *SlowRegistry) Serve(ctx context.Context, addr string) error {
+	srv := &http.Server{Addr: addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
