@@ -356,24 +356,15 @@ func (c *Cluster) daemons(node string) []daemon {
 	}
 }
 
-func httpOK(url string) func(context.Context, time.Time) error {
-	return func(ctx context.Context, _ time.Time) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
+// httpOK checks a plain-HTTP health endpoint.
+func httpOK(url string) func(context.Context, time.Time) error { return getOK(http.DefaultClient, url) }
 
 // httpsOK checks a health endpoint of a component that serves a self-signed certificate.
 func httpsOK(url string) func(context.Context, time.Time) error {
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return getOK(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, url)
+}
+
+func getOK(client *http.Client, url string) func(context.Context, time.Time) error {
 	return func(ctx context.Context, _ time.Time) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)

@@ -74,17 +74,20 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 				_, err := m.Status(tCtx)
 				require.NoError(t, err)
 			}
-			calls := 0
-			for _, c := range fake.RuntimeService.Called {
-				if c == "UpdateRuntimeConfig" {
-					calls++
+			updates := func() int {
+				n := 0
+				for _, c := range fake.RuntimeService.Called {
+					if c == "UpdateRuntimeConfig" {
+						n++
+					}
 				}
+				return n
 			}
 			if !tc.wantSent {
-				assert.Zero(t, calls, "UpdateRuntimeConfig calls")
+				assert.Zero(t, updates(), "UpdateRuntimeConfig calls")
 				return
 			}
-			assert.Equal(t, 1, calls, "the limit is handed over once")
+			assert.Equal(t, 1, updates(), "the limit is handed over once")
 			require.NotNil(t, fake.RuntimeService.LastRuntimeConfig)
 			assert.Equal(t, int32(4), fake.RuntimeService.LastRuntimeConfig.GetImagePullConfig().GetMaxParallelImagePulls())
 
@@ -96,13 +99,7 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			fake.RuntimeService.FakeFeatures = &runtimeapi.RuntimeFeatures{ImagePullConcurrency: true}
 			_, err = m.Status(tCtx)
 			require.NoError(t, err)
-			calls = 0
-			for _, c := range fake.RuntimeService.Called {
-				if c == "UpdateRuntimeConfig" {
-					calls++
-				}
-			}
-			assert.Equal(t, 2, calls)
+			assert.Equal(t, 2, updates())
 		})
 	}
 }
