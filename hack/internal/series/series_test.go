@@ -420,3 +420,18 @@ func TestTouchedPackages(t *testing.T) {
 		t.Errorf("own: %v", own)
 	}
 }
+
+func TestAFailedMaterializationLeavesNoTree(t *testing.T) {
+	f := newFixture(t)
+	f.tree.Src = fakeSource{} // the module cannot be downloaded
+	if _, err := f.tree.Sync(); err == nil || !strings.Contains(err.Error(), "not published") {
+		t.Fatalf("Sync without the module: %v", err)
+	}
+	if _, err := os.Stat(f.tree.Dir()); !os.IsNotExist(err) {
+		t.Errorf("a half-made tree was left at %s", f.tree.Dir())
+	}
+	f = newFixture(t)
+	if _, err := f.tree.Sync(); err != nil {
+		t.Errorf("a later Sync: %v", err)
+	}
+}

@@ -211,6 +211,10 @@ func (t *Tree) Sync() (*State, error) {
 		}
 		commit, err := t.materializeBase()
 		if err != nil {
+			// The folder was empty or absent (checked above): leave nothing half made.
+			if rerr := os.RemoveAll(t.Dir()); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
 			return nil, err
 		}
 		st = &State{Base: base, BaseCommit: commit}
