@@ -423,6 +423,7 @@ func TestTouchedPackages(t *testing.T) {
 
 func TestAFailedMaterializationLeavesNoTree(t *testing.T) {
 	f := newFixture(t)
+	src := f.tree.Src
 	f.tree.Src = fakeSource{} // the module cannot be downloaded
 	if _, err := f.tree.Sync(); err == nil || !strings.Contains(err.Error(), "not published") {
 		t.Fatalf("Sync without the module: %v", err)
@@ -430,8 +431,8 @@ func TestAFailedMaterializationLeavesNoTree(t *testing.T) {
 	if _, err := os.Stat(f.tree.Dir()); !os.IsNotExist(err) {
 		t.Errorf("a half-made tree was left at %s", f.tree.Dir())
 	}
-	f = newFixture(t)
+	f.tree.Src = src
 	if _, err := f.tree.Sync(); err != nil {
-		t.Errorf("a later Sync: %v", err)
+		t.Errorf("Sync once the module is there: %v", err)
 	}
 }
