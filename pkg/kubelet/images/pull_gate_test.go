@@ -301,7 +301,12 @@ func TestPullGateAlwaysPullJoinsOnlyQueuedPulls(t *testing.T) {
 
 	queuedA := pullAsync(context.Background(), g, "app", nil, false)
 	waitQueued(t, 1)
+	joined, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
 	queuedB := pullAsync(context.Background(), g, "app", nil, true)
+	require.Eventually(t, func() bool {
+		v, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
+		return v == joined+1
+	}, 10*time.Second, time.Millisecond, "an Always pod joins a pull that still waits for its slot")
 	svc.finish("blocker")
 	require.NoError(t, result(t, blocker).err)
 	svc.waitEntered(t, "app")
@@ -418,7 +423,8 @@ func TestImageManagerThroughThePullGate(t *testing.T) {
 
 	waiting := make(chan outcome, 1)
 	go func() { r, msg, err := ensure(pod("third"), "third:1"); waiting <- outcome{r, msg, err} }()
-	time.Sleep(20 * time.Millisecond)
+	waitQueued(t, 1)
+	time.Sleep(5 * time.Millisecond) // so that the Pulling event has a wait to report
 	svc.finish("slow:1")
 	require.NoError(t, (<-first).err)
 	svc.waitEntered(t, "third:1")
