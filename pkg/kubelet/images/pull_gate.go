@@ -130,14 +130,18 @@ func (g *pullGate) pull(ctx context.Context, spec kubecontainer.ImageSpec, crede
 		go g.run(key, f, spec, credentials, podSandboxConfig)
 	}
 	f.waiters++
+	var startedNow *pullStart
 	if started != nil {
 		if f.running {
-			started(pullStart{waited: f.waited, joined: joined})
+			startedNow = &pullStart{waited: f.waited, joined: joined}
 		} else {
 			f.notify = append(f.notify, func(s pullStart) { s.joined = joined; started(s) })
 		}
 	}
 	g.mu.Unlock()
+	if startedNow != nil {
+		started(*startedNow)
+	}
 	if joined {
 		pullGateDeduplicated.Inc()
 	}
