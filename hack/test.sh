@@ -31,8 +31,23 @@ unit_tests() {
     "$SUMMARY" "$TESTOUT/$up-upstream.json" | tail -n 1
   fi
 }
+# benchmarks UPSTREAM MODULE_DIR: the benchmarks this project adds, run once each, so
+# that they keep working (their numbers are measured with longer runs, see docs/).
+benchmarks() {
+  local up=$1 dir=$2 files pkgs=() f
+  files=$(cat patches/"$up"/*/files 2>/dev/null | grep '_test\.go$' || true)
+  for f in $files; do
+    grep -q '^func Benchmark' "$f" && pkgs+=("./$(dirname "${f#vertical-pod-autoscaler/}")")
+  done
+  [ ${#pkgs[@]} -gt 0 ] || return 0
+  CHECKS_JSON=$TESTOUT/$up-benchmarks.json CHECKS_PKG=benchmarks \
+    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
+}
+
 unit_tests kubernetes "$OUT/kubernetes"
+benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
 if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh &&
