@@ -15,6 +15,13 @@ hack/codegen-tools.sh "$tree"
 export FORCE_HOST_GO=y
 export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
 export PATH=$tree/third_party/protoc:$PATH
+# The .proto files upstream's generators import from vendor/ (gogo.proto), laid out as
+# vendor/ would hold them, for the protoc front end (KUBE_CARRY_PROTO_PATH).
+protos=$OUT/tools/proto-vendor
+gogo=$(cd "$tree" && go list -m -f '{{.Dir}}' github.com/gogo/protobuf)
+mkdir -p "$protos/github.com/gogo"
+ln -sfn "$gogo" "$protos/github.com/gogo/protobuf"
+export KUBE_CARRY_PROTO_PATH=$protos
 (cd "$tree" && go list -e -deps ./staging/src/k8s.io/code-generator/cmd/... ./cmd/genfeaturegates ./test/compatibility_lifecycle >/dev/null)
 cd "$tree"
 exec "$@"

@@ -24,17 +24,18 @@ check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
 check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 check export-roundtrip "$SERIES" roundtrip
 
-# The protobuf bindings the series carries are what upstream's generator makes of its
-# .proto files (run in a scratch clone, so the tree itself is never touched).
-verify_protobindings() {
+# The protobuf code the series carries (the API types' generated.pb.go and the gRPC
+# bindings) is what upstream's generators make of it (run in a scratch clone, so the
+# tree itself is never touched).
+verify_protobuf() {
   local work status
   work=$(mktemp -d)
   git clone -q --shared "$OUT/kubernetes" "$work/kubernetes" &&
-    TREE=$work/kubernetes hack/in-tree.sh hack/update-codegen.sh protobindings >"$work/log" 2>&1 ||
+    TREE=$work/kubernetes hack/in-tree.sh hack/update-codegen.sh protobuf protobindings >"$work/log" 2>&1 ||
     { tail -n 20 "$work/log"; rm -rf "$work"; return 1; }
   status=$(git -C "$work/kubernetes" status --porcelain)
   rm -rf "$work"
-  [ -z "$status" ] || { echo "generated protobuf code differs from its .proto files (run hack/in-tree.sh hack/update-codegen.sh protobindings, then make save):"; echo "$status"; return 1; }
+  [ -z "$status" ] || { echo "generated protobuf code differs from its .proto files (run hack/in-tree.sh hack/update-codegen.sh protobuf protobindings, then make save):"; echo "$status"; return 1; }
 }
-check codegen-protobindings verify_protobindings
+check codegen-protobuf verify_protobuf
 [ "$FAILED_CHECKS" = 0 ]

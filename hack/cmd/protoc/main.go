@@ -36,6 +36,9 @@ const (
 	versionString                            = "libprotoc 23.4"
 )
 
+// extraProtoPathEnv names import paths searched after the command line's.
+const extraProtoPathEnv = "KUBE_CARRY_PROTO_PATH"
+
 type generator struct {
 	name string   // NAME of --NAME_out
 	out  string   // output directory
@@ -150,6 +153,9 @@ func parseArgs(args []string) (*invocation, error) {
 	if len(inv.importPaths) == 0 {
 		inv.importPaths = []string{"."}
 	}
+	// Import paths to search last, for the .proto files a vendor/ directory would
+	// hold (hack/in-tree.sh sets it: the module zips carry no vendor/).
+	inv.importPaths = append(inv.importPaths, filepath.SplitList(os.Getenv(extraProtoPathEnv))...)
 	for _, g := range inv.generators {
 		if g.out == "" {
 			return nil, fmt.Errorf("--%s_opt without --%s_out", g.name, g.name)
@@ -161,20 +167,29 @@ func parseArgs(args []string) (*invocation, error) {
 	return inv, nil
 }
 
-// importName maps an input file to its name relative to the import path that holds
-// it, as protoc does.
+// importName maps an input file to its name relative to the first import path that
+// holds it, as protoc does: paths are compared as given, so "-I ." never matches an
+// absolute file. A relative file under no relative import path is then looked up as
+// an absolute one.
 func (inv *invocation) importName(file string) (string, error) {
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return "", err
+	under := func(dir, file string) (string, bool) {
+		rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(file))
+		return filepath.ToSlash(rel), err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 	}
 	for _, p := range inv.importPaths {
-		root, err := filepath.Abs(p)
-		if err != nil {
-			return "", err
+		if filepath.IsAbs(p) == filepath.IsAbs(file) {
+			if rel, ok := under(p, file); ok {
+				return rel, nil
+			}
 		}
-		if rel, err := filepath.Rel(root, abs); err == nil && !strings.HasPrefix(rel, "..") {
-			return filepath.ToSlash(rel), nil
+	}
+	if abs, err := filepath.Abs(file); err == nil && !filepath.IsAbs(file) {
+		for _, p := range inv.importPaths {
+			if ap, err := filepath.Abs(p); err == nil {
+				if rel, ok := under(ap, abs); ok {
+					return rel, nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("%s: File does not reside within any path specified using --proto_path (or -I)", file)

@@ -71,3 +71,16 @@ func TestArgumentErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestImportNamesFollowProtoc(t *testing.T) {
+	inv := &invocation{importPaths: []string{".", "/src/staging/src", "/src/vendor"}}
+	for file, want := range map[string]string{
+		"/src/staging/src/k8s.io/api/core/v1/generated.proto": "k8s.io/api/core/v1/generated.proto",
+		"staging/src/k8s.io/api/core/v1/generated.proto":      "staging/src/k8s.io/api/core/v1/generated.proto",
+	} {
+		got, err := inv.importName(file)
+		if err != nil || got != want {
+			t.Errorf("%s: got %q, %v; want %q", file, got, err, want)
+		}
+	}
+}
