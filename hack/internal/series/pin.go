@@ -2,7 +2,6 @@ package series
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -200,27 +199,10 @@ func smallestPackage(dir string) (string, error) {
 	return best, nil
 }
 
+// downloadUnchecked fetches a module version that go.sum may not pin yet.
 func downloadUnchecked(root, path, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
-	cmd.Dir = root
-	out, err := cmd.Output()
-	var d moduleDownload
-	if jerr := decodeJSON(out, &d); jerr != nil || d.Error != "" || err != nil {
-		return "", explainDownload(path, version, strings.TrimSpace(d.Error+" "+errText(err)))
-	}
-	return d.Dir, nil
-}
-
-func decodeJSON(data []byte, v any) error { return json.Unmarshal(data, v) }
-
-func errText(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
-	}
-	if err != nil {
-		return err.Error()
-	}
-	return ""
+	d, err := download(root, path, version)
+	return d.Dir, err
 }
 
 func goCmd(root string, log io.Writer, args ...string) error {

@@ -239,18 +239,9 @@ type moduleDownload struct {
 
 // ModuleDir returns the extracted module, verified against the repository's go.sum.
 func (s GoSource) ModuleDir(path, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
-	cmd.Dir = s.Root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var d moduleDownload
-	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil || d.Error != "" || runErr != nil {
-		msg := strings.TrimSpace(d.Error + " " + stderr.String())
-		if msg == "" && runErr != nil {
-			msg = runErr.Error()
-		}
-		return "", explainDownload(path, version, msg)
+	d, err := download(s.Root, path, version)
+	if err != nil {
+		return "", err
 	}
 	sums, err := os.ReadFile(filepath.Join(s.Root, "go.sum"))
 	if err != nil {
@@ -261,6 +252,24 @@ func (s GoSource) ModuleDir(path, version string) (string, error) {
 		return "", fmt.Errorf("go.sum has no checksum %q for %s@%s: pin it with 'make pin' so that it is verified", d.Sum, path, version)
 	}
 	return d.Dir, nil
+}
+
+// download runs `go mod download -json` for one module version in root.
+func download(root, path, version string) (moduleDownload, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var d moduleDownload
+	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil || d.Error != "" || runErr != nil {
+		msg := strings.TrimSpace(d.Error + " " + stderr.String())
+		if msg == "" && runErr != nil {
+			msg = runErr.Error()
+		}
+		return d, explainDownload(path, version, msg)
+	}
+	return d, nil
 }
 
 func explainDownload(path, version, msg string) error {
