@@ -7,7 +7,7 @@ SERIES := _output/tools/series
 
 .PHONY: all build tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
-## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into _output/bin
+## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
 
 preflight:

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TREE=$ROOT/_output/kubernetes
-WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl}
+WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl cmd/kubectl-balloon}
 
 # Share the module and build caches with every other go command here (upstream would
 # keep its own under the tree's _output/), so that tests and builds reuse each other's work.

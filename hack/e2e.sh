@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 tools
 
+hack/build.sh
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
 "$OUT/tools/cluster" up
@@ -27,7 +28,7 @@ set +e
   --junit-report=junit.xml --output-dir="$report" \
   "$OUT/bin/e2e.test" -- \
   --kubeconfig="$OUT/cluster/admin.kubeconfig" --provider=local \
-  --kubectl-path="$OUT/bin/kubectl" --report-dir="$report" \
+  --kubectl-path="$OUT/bin/kubectl" --report-dir="$report" --repo-root="$OUT/kubernetes" \
   --e2e-verify-service-account=true --node-os-distro=debian \
   ${E2E_ARGS:-}
 rc=$?

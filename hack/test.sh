@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make test: verify, the unit tests of this project's tools, of every upstream package
-# the series touches and of every package it adds (race detector on those), and the
-# integration tests the features add. Ends with "N passed, N failed".
+# the series touches and of every package it adds (race detector on those), the
+# Kubernetes ones again with the series' feature gates on, the integration tests the
+# features add (against an etcd of their own) and the cluster smoke. Ends with
+# "N passed, N failed".
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -16,11 +18,16 @@ echo "== unit tests: this project's tools (race)"
 go test -race -count=1 -json ./hack/... >"$TESTOUT/hack.json" 2>&1
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
-# unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree.
+# unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree, but those under
+# test/integration/, which need etcd (see integration_tests).
 unit_tests() {
   local up=$1 dir=$2 own all rest=()
   own=$("$SERIES" touched -own "$up") && all=$("$SERIES" touched "$up") || { echo "no tree for $up"; return 1; }
-  for p in $all; do grep -qxF "$p" <<<"$own" || rest+=("$p"); done
+  own=$(grep -v '^\./test/integration/' <<<"$own")
+  for p in $all; do
+    case $p in ./test/integration/*) continue ;; esac
+    grep -qxF "$p" <<<"$own" || rest+=("$p")
+  done
   echo "== unit tests: $up ($(wc -w <<<"$own") packages of ours with -race, ${#rest[@]} patched upstream packages)"
   if [ -n "$own" ]; then
     (cd "$dir" && go test -race -count=1 -json $own) >"$TESTOUT/$up-own.json" 2>&1
@@ -43,11 +50,81 @@ benchmarks() {
   CHECKS_JSON=$TESTOUT/$up-benchmarks.json CHECKS_PKG=benchmarks \
     check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
 }
+# gates_on_tests: the Kubernetes packages of the series once more, with every
+# feature gate the series adds turned on (the unit tests run them at their defaults).
+gates_on_tests() {
+  local pkgs
+  pkgs=$("$SERIES" touched kubernetes | grep -E '^\./(pkg|plugin|cmd)/' | grep -vxF ./pkg/features) || return 0
+  echo "== unit tests: kubernetes with the series' feature gates on ($(wc -w <<<"$pkgs") packages)"
+  hack/gates-on-tests.sh "$OUT/kubernetes" "$TESTOUT/kubernetes-gates-on.json" $pkgs
+  "$SUMMARY" "$TESTOUT/kubernetes-gates-on.json" | tail -n 1
+}
+# start_etcd: an etcd of its own for the integration tests, on a free port of
+# 127.0.0.1 (test/integration/framework would start one on a Unix socket, which
+# Debian's etcd 3.4 cannot listen on); installs Debian's etcd-server when etcd is
+# not on PATH. Sets ETCD_PID and ETCD_URL.
+start_etcd() {
+  local port
+  if ! command -v etcd >/dev/null; then
+    echo "etcd is not on PATH: installing Debian's etcd-server"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; } >"$TESTOUT/etcd-install.log" 2>&1 ||
+      ! command -v etcd >/dev/null; then
+      tail -n 20 "$TESTOUT/etcd-install.log"
+      echo "cannot install etcd-server with apt-get (log: $TESTOUT/etcd-install.log); the integration tests need etcd on PATH"
+      return 1
+    fi
+  fi
+  for port in $(seq 23790 10 23990); do
+    (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue # in use
+    rm -rf "$TESTOUT/etcd-data"
+    etcd --data-dir "$TESTOUT/etcd-data" --listen-peer-urls http://127.0.0.1:0 \
+      --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+      >"$TESTOUT/etcd.log" 2>&1 &
+    ETCD_PID=$! ETCD_URL=http://127.0.0.1:$port
+    for _ in $(seq 100); do
+      kill -0 "$ETCD_PID" 2>/dev/null || break
+      (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+      sleep 0.1
+    done
+    stop_etcd
+    # Another process took the port since the check: try the next one.
+    grep -q "address already in use" "$TESTOUT/etcd.log" || break
+  done
+  tail -n 20 "$TESTOUT/etcd.log"
+  echo "cannot start etcd ($(etcd --version | head -n 1)) on 127.0.0.1 (log: $TESTOUT/etcd.log)"
+  return 1
+}
+stop_etcd() {
+  kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
+  rm -rf "$TESTOUT/etcd-data"
+}
+# integration_tests UPSTREAM MODULE_DIR: the series' packages under test/integration/,
+# against one etcd (KUBE_INTEGRATION_ETCD_URL).
+integration_tests() {
+  local up=$1 dir=$2 pkgs status out=$TESTOUT/$1-integration.json
+  pkgs=$("$SERIES" touched "$up" | grep '^\./test/integration/') || { echo "no integration test packages in $up"; return 0; }
+  echo "== integration tests (etcd): $up ($(wc -w <<<"$pkgs") packages)"
+  start_etcd >"$TESTOUT/etcd-start.log" 2>&1
+  status=$?
+  cat "$TESTOUT/etcd-start.log"
+  if [ "$status" != 0 ]; then
+    "$SUMMARY" record "$up-integration" etcd fail <"$TESTOUT/etcd-start.log" >"$out"
+    "$SUMMARY" "$out" | tail -n 1
+    return 1
+  fi
+  trap stop_etcd EXIT
+  (cd "$dir" && KUBE_INTEGRATION_ETCD_URL=$ETCD_URL go test -count=1 -json -timeout 20m $pkgs) >"$out" 2>&1
+  stop_etcd
+  trap - EXIT
+  "$SUMMARY" "$out" | tail -n 1
+}
 
 unit_tests kubernetes "$OUT/kubernetes"
+gates_on_tests
 benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+integration_tests kubernetes "$OUT/kubernetes"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
 if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh &&

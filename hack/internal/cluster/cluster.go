@@ -46,10 +46,10 @@ const (
 // FeatureGates are the gates the cluster turns on, per component flag value; the
 // features of this project add theirs here.
 var FeatureGates = map[string][]string{
-	"kube-apiserver":          {},
+	"kube-apiserver":          {"BalloonPod=true"},
 	"kube-controller-manager": {},
 	"kube-scheduler":          {},
-	"kubelet":                 {"KubeletImagePullGate=true"},
+	"kubelet":                 {"BalloonPod=true", "KubeletImagePullGate=true"},
 }
 
 // RuntimeConfig enables the alpha APIs this project adds.

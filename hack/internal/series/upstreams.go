@@ -18,7 +18,7 @@ var Kubernetes = Upstream{
 	Name:         "kubernetes",
 	Module:       "k8s.io/kubernetes",
 	Tag:          func(v string) string { return v },
-	OverlayRoots: []string{"cmd", "pkg", "plugin", "staging", "test"},
+	OverlayRoots: []string{"cluster", "cmd", "pkg", "plugin", "staging", "test"},
 	Symlinks:     map[string]string{"Makefile": "build/root/Makefile"},
 	Nested: func(m *materializer) error {
 		if err := addStagingModules(m); err != nil {

@@ -263,6 +263,10 @@ func TestPullGateDeduplicatesByImageHandlerAndCredentials(t *testing.T) {
 		same = append(same, pullAsync(context.Background(), g, "busybox", secretA, false))
 	}
 	svc.waitEntered(t, "busybox")
+	require.Eventually(t, func() bool {
+		v, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
+		return v == before+4
+	}, 10*time.Second, time.Millisecond, "the other four pods join the running pull")
 	other := pullAsync(context.Background(), g, "busybox", secretB, false)
 	svc.waitEntered(t, "busybox")
 	handler := make(chan pullResult, 1)

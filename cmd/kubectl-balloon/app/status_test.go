@@ -1,0 +1,140 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+)
+
+// statusRows parses the status table into its columns.
+func statusRows(t *testing.T, out string) [][]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rows [][]string
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			t.Fatalf("short status line %q", line)
+		}
+		rows = append(rows, append(fields[:4:4], strings.Join(fields[4:], " ")))
+	}
+	return rows
+}
+
+func statusCluster() []runtime.Object {
+	actuated := newBalloon("balloon-a", "node-a", "1", "4Gi")
+	finished := newBalloon("balloon-a-old", "node-a", "2", "2Gi")
+	finished.Status.Phase = v1.PodSucceeded
+
+	labelOnly := newBalloon("label-only", "node-b", "2", "2Gi")
+	labelOnly.Spec.PriorityClassName = scheduling.SystemNodeCritical
+	classOnly := newBalloon("class-only", "node-b", "2", "2Gi")
+	classOnly.Labels = nil
+	otherNamespace := newBalloon("other-namespace", "node-b", "2", "2Gi")
+	otherNamespace.Namespace = "default"
+
+	deferred := newBalloon("balloon-c", "node-c", "1", "4Gi")
+	deferred.Spec.Containers[0].Resources.Requests = resources("3", "8Gi")
+	deferred.Generation = 2
+	refuse(v1.PodReasonDeferred, deferredMessage)(deferred)
+
+	unanswered := newBalloon("balloon-d", "node-d", "1", "4Gi")
+	unanswered.Spec.Containers[0].Resources.Requests = resources("2", "4Gi")
+
+	notStarted := newBalloon("balloon-e", "node-e", "1m", "1Mi")
+	notStarted.Status = v1.PodStatus{Phase: v1.PodPending}
+
+	return []runtime.Object{
+		newNode("node-a", "4", "16Gi"), actuated, finished,
+		newNode("node-b", "4", "16Gi"), labelOnly, classOnly, otherNamespace,
+		newNode("node-c", "8", "32Gi"), deferred,
+		newNode("node-d", "4", "16Gi"), unanswered,
+		newNode("node-e", "3920m", "16265376Ki"), notStarted,
+	}
+}
+
+func TestStatusAllNodes(t *testing.T) {
+	e := newTestEnv(t, statusCluster()...)
+	if code := e.run("status"); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+	want := [][]string{
+		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "PENDING"},
+		{"node-a", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "-"},
+		// Pods with only the label, only the class, or outside kube-system are no balloons.
+		{"node-b", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "no balloon"},
+		{"node-c", "cpu=8,memory=32Gi", "cpu=1,memory=4Gi", "cpu=7,memory=28Gi", "cpu=3,memory=8Gi Deferred: " + deferredMessage},
+		{"node-d", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "cpu=2,memory=4Gi in progress"},
+		// Without status the balloon holds its spec requests; memory is rounded down to Mi.
+		{"node-e", "cpu=3920m,memory=15884Mi", "cpu=1m,memory=1Mi", "cpu=3919m,memory=15883Mi", "-"},
+	}
+	if diff := cmp.Diff(want, statusRows(t, e.out.String())); diff != "" {
+		t.Errorf("status table (-want +got):\n%s", diff)
+	}
+	if writes := e.writes(); len(writes) != 0 {
+		t.Errorf("status wrote to the cluster: %v", writes)
+	}
+}
+
+func TestStatusNamedNodes(t *testing.T) {
+	e := newTestEnv(t, statusCluster()...)
+	if code := e.run("status", "node-c", "node-a"); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+	rows := statusRows(t, e.out.String())
+	var names []string
+	for _, row := range rows[1:] {
+		names = append(names, row[0])
+	}
+	if diff := cmp.Diff([]string{"node-c", "node-a"}, names); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+func TestStatusSeveralBalloonsOnANode(t *testing.T) {
+	first := newBalloon("balloon-1", "node-a", "1", "1Gi")
+	second := newBalloon("balloon-2", "node-a", "500m", "1Gi")
+	second.Spec.Containers[0].Resources.Requests = resources("1", "1Gi")
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), first, second)
+	if code := e.run("status"); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+	want := [][]string{
+		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "PENDING"},
+		{"node-a", "cpu=4,memory=16Gi", "cpu=1500m,memory=2Gi", "cpu=2500m,memory=14Gi", "balloon-2: cpu=1,memory=1Gi in progress"},
+	}
+	if diff := cmp.Diff(want, statusRows(t, e.out.String())); diff != "" {
+		t.Errorf("status table (-want +got):\n%s", diff)
+	}
+}
+
+func TestStatusUnknownNode(t *testing.T) {
+	e := newTestEnv(t, statusCluster()...)
+	if code := e.run("status", "node-a", "nope"); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if got, want := e.errOut.String(), "error: node \"nope\" not found\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+}

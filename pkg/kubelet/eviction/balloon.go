@@ -1,0 +1,36 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package eviction
+
+import (
+	v1 "k8s.io/api/core/v1"
+	kubelettypes "k8s.io/kubernetes/pkg/kubelet/types"
+)
+
+// evictionCandidates returns the active pods that the eviction manager ranks
+// and may evict. Balloons are left out under every signal: they hold capacity
+// that does not exist and use nothing, so evicting one frees nothing and
+// ranking one would count it as using the node.
+func evictionCandidates(pods []*v1.Pod) []*v1.Pod {
+	candidates := make([]*v1.Pod, 0, len(pods))
+	for _, pod := range pods {
+		if !kubelettypes.IsBalloonPod(pod) {
+			candidates = append(candidates, pod)
+		}
+	}
+	return candidates
+}

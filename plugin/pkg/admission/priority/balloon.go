@@ -1,0 +1,35 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package priority
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+)
+
+// admitBalloonNamespace keeps the balloon priority class in kube-system, for pods
+// and pod groups: a balloon's requests count as capacity that does not exist, so
+// a workload that could run as one would hide its usage and escape preemption.
+func admitBalloonNamespace(a admission.Attributes, priorityClassName string) error {
+	if priorityClassName != scheduling.SystemNodeBalloon || a.GetNamespace() == metav1.NamespaceSystem {
+		return nil
+	}
+	return admission.NewForbidden(a, fmt.Errorf("the %s PriorityClass may only be used in the %s namespace", scheduling.SystemNodeBalloon, metav1.NamespaceSystem))
+}
