@@ -126,8 +126,13 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		return created
 	}
 
+	// createWorkload creates a pod that is gone before the next test computes what is free.
 	createWorkload := func(ctx context.Context, name string, cpuMilli int64, bind bool) *v1.Pod {
-		return e2epod.NewPodClient(f).Create(ctx, podOnNode(f.Namespace.Name, name, cpuMilli, bind))
+		pod := e2epod.NewPodClient(f).Create(ctx, podOnNode(f.Namespace.Name, name, cpuMilli, bind))
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			framework.ExpectNoError(e2epod.DeletePodWithWaitByName(ctx, f.ClientSet, pod.Name, pod.Namespace))
+		})
+		return pod
 	}
 
 	// resizeBalloon asks for a new cpu request and returns the kubelet's verdict:
