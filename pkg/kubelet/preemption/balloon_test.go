@@ -17,7 +17,6 @@ limitations under the License.
 package preemption
 
 import (
-	"context"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,8 +26,6 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
-	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
-	schedulerframework "k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
@@ -134,38 +131,4 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 			t.Errorf("preempted %v", killed)
 		}
 	})
-}
-
-// TestBalloonThatDoesNotFitIsRejected runs the kubelet's admission chain: the
-// general predicates and, on failure, critical pod preemption.
-func TestBalloonThatDoesNotFitIsRejected(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
-	pods, killer := newFakePodProvider(), newFakePodKiller(false)
-	workload := getTestPods()[burstable]
-	workload.Name = "workload"
-	workload.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("800m")
-	pods.setPods([]*v1.Pod{workload})
-	node := &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{
-		v1.ResourceCPU:    resource.MustParse("1"),
-		v1.ResourceMemory: resource.MustParse("1Gi"),
-		v1.ResourcePods:   resource.MustParse("10"),
-	}}}
-	admit := lifecycle.NewPredicateAdmitHandler(
-		func(context.Context, bool) (*v1.Node, error) { return node, nil },
-		getTestCriticalPodAdmissionHandler(pods, killer),
-		func(*schedulerframework.NodeInfo, *lifecycle.PodAdmitAttributes) error { return nil },
-	)
-
-	result := admit.Admit(&lifecycle.PodAdmitAttributes{Pod: balloonPod("balloon", "500m"), OtherPods: pods.getPods(), Operation: lifecycle.AddOperation})
-	if result.Admit || result.Reason != lifecycle.OutOfCPU {
-		t.Errorf("want the balloon rejected with %s, got %+v", lifecycle.OutOfCPU, result)
-	}
-	if killed := killedNames(killer); len(killed) != 0 {
-		t.Errorf("admitting a balloon preempted %v", killed)
-	}
-
-	result = admit.Admit(&lifecycle.PodAdmitAttributes{Pod: balloonPod("balloon", "100m"), OtherPods: pods.getPods(), Operation: lifecycle.AddOperation})
-	if !result.Admit {
-		t.Errorf("want a balloon that fits admitted, got %+v", result)
-	}
 }
