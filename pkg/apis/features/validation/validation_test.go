@@ -1,0 +1,137 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
+	"k8s.io/utils/ptr"
+)
+
+func validFeature() *featuresapi.Feature {
+	return &featuresapi.Feature{
+		ObjectMeta: metav1.ObjectMeta{Name: "balloonpod", Namespace: metav1.NamespaceSystem},
+		Spec:       featuresapi.FeatureSpec{FeatureName: "BalloonPod"},
+		Status: featuresapi.FeatureStatus{
+			Default:          ptr.To(false),
+			Stage:            featuresapi.FeatureStageAlpha,
+			ConfiguredValue:  ptr.To(true),
+			Announcer:        "apiserver-6kj3aexs2tcuvb5xyxbfx7fgfe",
+			BinaryVersion:    "1.36.3",
+			EmulationVersion: "1.36",
+			State:            featuresapi.FeatureStateTurningOn,
+			Tasks:            []featuresapi.FeatureTask{{Name: "WaitForUses"}, {Name: "example.com/DrainWidgets"}},
+			Uses: []featuresapi.FeatureUse{
+				{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-6kj3aexs2tcuvb5xyxbfx7fgfe"}},
+				{Component: "kubelet", Value: true, Instances: []string{"node-1"}},
+				{Component: "kubelet", Value: false, Instances: []string{"node-2", "node-3"}},
+				{Component: "kube-controller-manager", Value: true, Instances: []string{"cp-1_2f4d1c2e-8d1a-4b4e-9c1b-1d2e3f4a5b6c"}},
+			},
+		},
+	}
+}
+
+func TestValidateFeature(t *testing.T) {
+	tooManyInstances := make([]string, featuresapi.MaxFeatureUseInstances+1)
+	for i := range tooManyInstances {
+		tooManyInstances[i] = "node-" + strings.Repeat("x", i+1)
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*featuresapi.Feature)
+		wantErr string
+	}{
+		{name: "valid"},
+		{name: "name not the lower-case feature name", mutate: func(f *featuresapi.Feature) { f.Name = "balloon-pod" }, wantErr: `metadata.name: Invalid value: "balloon-pod": must be the feature name in lower case, "balloonpod"`},
+		{name: "no namespace", mutate: func(f *featuresapi.Feature) { f.Namespace = "" }, wantErr: "metadata.namespace: Required value"},
+		{name: "no feature name", mutate: func(f *featuresapi.Feature) { f.Spec.FeatureName = "" }, wantErr: "spec.featureName: Required value"},
+		{name: "bad feature name", mutate: func(f *featuresapi.Feature) { f.Spec.FeatureName = "Balloon-Pod"; f.Name = "balloon-pod" }, wantErr: "spec.featureName: Invalid value"},
+		{name: "unknown state", mutate: func(f *featuresapi.Feature) { f.Status.State = "Maybe" }, wantErr: `status.state: Unsupported value: "Maybe"`},
+		{name: "unknown stage", mutate: func(f *featuresapi.Feature) { f.Status.Stage = "Gamma" }, wantErr: `status.stage: Unsupported value: "Gamma"`},
+		{name: "bad version", mutate: func(f *featuresapi.Feature) { f.Status.BinaryVersion = "one" }, wantErr: "status.binaryVersion: Invalid value"},
+		{name: "bad task name", mutate: func(f *featuresapi.Feature) { f.Status.Tasks[0].Name = "wait for uses" }, wantErr: "status.tasks[0].name: Invalid value"},
+		{name: "duplicate task", mutate: func(f *featuresapi.Feature) { f.Status.Tasks[1].Name = "WaitForUses" }, wantErr: "status.tasks[1].name: Duplicate value"},
+		{name: "too many tasks", mutate: func(f *featuresapi.Feature) {
+			f.Status.Tasks = make([]featuresapi.FeatureTask, featuresapi.MaxFeatureTasks+1)
+			for i := range f.Status.Tasks {
+				f.Status.Tasks[i].Name = "Task" + strings.Repeat("x", i)
+			}
+		}, wantErr: "status.tasks: Too many"},
+		{name: "use without component", mutate: func(f *featuresapi.Feature) { f.Status.Uses[0].Component = "" }, wantErr: "status.uses[0].component: Required value"},
+		{name: "bad component", mutate: func(f *featuresapi.Feature) { f.Status.Uses[0].Component = "Kube_APIServer" }, wantErr: "status.uses[0].component: Invalid value"},
+		{name: "duplicate component and value", mutate: func(f *featuresapi.Feature) { f.Status.Uses[2].Value = true }, wantErr: "status.uses[2]: Duplicate value"},
+		{name: "too many instances", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].Instances = tooManyInstances }, wantErr: "status.uses[1].instances: Too many"},
+		{name: "duplicate instance", mutate: func(f *featuresapi.Feature) { f.Status.Uses[2].Instances[1] = "node-2" }, wantErr: "status.uses[2].instances[1]: Duplicate value"},
+		{name: "bad instance", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].Instances[0] = "node 1" }, wantErr: "status.uses[1].instances[0]: Invalid value"},
+		{name: "too many uses", mutate: func(f *featuresapi.Feature) {
+			f.Status.Uses = nil
+			for i := 0; i <= featuresapi.MaxFeatureUses; i++ {
+				f.Status.Uses = append(f.Status.Uses, featuresapi.FeatureUse{Component: "c" + strings.Repeat("x", i), Value: true})
+			}
+		}, wantErr: "status.uses: Too many"},
+		{name: "bad condition", mutate: func(f *featuresapi.Feature) {
+			f.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "Perhaps", Reason: "Because", LastTransitionTime: metav1.Now()}}
+		}, wantErr: "status.conditions[0].status: Unsupported value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := validFeature()
+			if tc.mutate != nil {
+				tc.mutate(f)
+			}
+			errs := ValidateFeature(f)
+			if tc.wantErr == "" {
+				if len(errs) != 0 {
+					t.Fatalf("want no errors, got %v", errs)
+				}
+				return
+			}
+			if !strings.Contains(errs.ToAggregate().Error(), tc.wantErr) {
+				t.Errorf("want an error containing %q, got %v", tc.wantErr, errs)
+			}
+		})
+	}
+}
+
+func TestValidateFeatureUpdates(t *testing.T) {
+	old := validFeature()
+	old.ResourceVersion = "1"
+
+	renamed := old.DeepCopy()
+	renamed.Spec.FeatureName = "BALLOONPOD"
+	if errs := ValidateFeatureUpdate(renamed, old); !strings.Contains(errs.ToAggregate().Error(), "spec: Invalid value") {
+		t.Errorf("spec must be immutable, got %v", errs)
+	}
+
+	badState := old.DeepCopy()
+	badState.Status.State = "Sideways"
+	if errs := ValidateFeatureStatusUpdate(badState, old); len(errs) == 0 {
+		t.Error("a status update with an unknown state must fail")
+	}
+
+	badUse := old.DeepCopy()
+	badUse.Status.Uses = append(badUse.Status.Uses, badUse.Status.Uses[0])
+	if errs := ValidateFeatureUsesUpdate(badUse, old); !strings.Contains(errs.ToAggregate().Error(), "Duplicate value") {
+		t.Errorf("a uses update with a duplicate entry must fail, got %v", errs)
+	}
+	if errs := ValidateFeatureUsesUpdate(old.DeepCopy(), old); len(errs) != 0 {
+		t.Errorf("an unchanged uses update must pass, got %v", errs)
+	}
+}

@@ -1,0 +1,150 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package feature provides the storage strategies of Features.
+package feature
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
+	"k8s.io/kubernetes/pkg/apis/features/validation"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// featureStrategy implements behavior for Feature objects: create and update
+// write metadata and spec only.
+type featureStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// Strategy is the default logic that applies when creating and updating Features.
+var Strategy = featureStrategy{legacyscheme.Scheme, names.SimpleNameGenerator}
+
+func (featureStrategy) NamespaceScoped() bool { return true }
+
+// GetResetFields returns the fields that create and update do not write.
+func (featureStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"features.k8s.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+func (featureStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	obj.(*featuresapi.Feature).Status = featuresapi.FeatureStatus{}
+}
+
+func (featureStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	obj.(*featuresapi.Feature).Status = old.(*featuresapi.Feature).Status
+}
+
+func (featureStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateFeature(obj.(*featuresapi.Feature))
+}
+
+func (featureStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string { return nil }
+
+func (featureStrategy) Canonicalize(obj runtime.Object) {}
+
+func (featureStrategy) AllowCreateOnUpdate() bool { return false }
+
+func (featureStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateFeatureUpdate(obj.(*featuresapi.Feature), old.(*featuresapi.Feature))
+}
+
+func (featureStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+func (featureStrategy) AllowUnconditionalUpdate() bool { return true }
+
+// featureStatusStrategy writes the status, but for its uses: kube-apiserver
+// drives the state and tasks, and the components' uses have their own
+// subresource so that they can be authorized apart.
+type featureStatusStrategy struct {
+	featureStrategy
+}
+
+// StatusStrategy is the logic of the status subresource.
+var StatusStrategy = featureStatusStrategy{Strategy}
+
+func (featureStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"features.k8s.io/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("metadata"),
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("status", "uses"),
+		),
+	}
+}
+
+func (featureStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	f, oldF := obj.(*featuresapi.Feature), old.(*featuresapi.Feature)
+	f.Spec = oldF.Spec
+	f.Status.Uses = oldF.Status.Uses
+	metav1.ResetObjectMetaForStatus(&f.ObjectMeta, &oldF.ObjectMeta)
+}
+
+func (featureStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateFeatureStatusUpdate(obj.(*featuresapi.Feature), old.(*featuresapi.Feature))
+}
+
+// featureUsesStrategy writes status.uses only.
+type featureUsesStrategy struct {
+	featureStrategy
+}
+
+// UsesStrategy is the logic of the uses subresource.
+var UsesStrategy = featureUsesStrategy{Strategy}
+
+func (featureUsesStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"features.k8s.io/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("metadata"),
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("status", "default"),
+			fieldpath.MakePathOrDie("status", "stage"),
+			fieldpath.MakePathOrDie("status", "lockToDefault"),
+			fieldpath.MakePathOrDie("status", "configuredValue"),
+			fieldpath.MakePathOrDie("status", "announcer"),
+			fieldpath.MakePathOrDie("status", "binaryVersion"),
+			fieldpath.MakePathOrDie("status", "emulationVersion"),
+			fieldpath.MakePathOrDie("status", "unknownSinceVersion"),
+			fieldpath.MakePathOrDie("status", "state"),
+			fieldpath.MakePathOrDie("status", "tasks"),
+			fieldpath.MakePathOrDie("status", "conditions"),
+		),
+	}
+}
+
+func (featureUsesStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	f, oldF := obj.(*featuresapi.Feature), old.(*featuresapi.Feature)
+	uses := f.Status.Uses
+	f.Spec = oldF.Spec
+	f.Status = oldF.Status
+	f.Status.Uses = uses
+	metav1.ResetObjectMetaForStatus(&f.ObjectMeta, &oldF.ObjectMeta)
+}
+
+func (featureUsesStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateFeatureUsesUpdate(obj.(*featuresapi.Feature), old.(*featuresapi.Feature))
+}

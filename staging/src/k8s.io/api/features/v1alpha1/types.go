@@ -1,0 +1,227 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +genclient:method=UpdateUses,verb=update,subresource=uses,input=Feature,result=Feature
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=1.36
+
+// Feature records the state of one feature gate across a cluster: its default
+// and stage, the value kube-apiserver is configured with, where the cluster is
+// in turning it on or off, and which values the components found when they
+// checked it. Kubernetes' own features live in kube-system; third parties use
+// namespaces of their own. The name is the feature gate's name in lower case.
+type Feature struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// spec names the feature.
+	// +required
+	Spec FeatureSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
+
+	// status is the feature's state, written by kube-apiserver; its uses are
+	// written by the components through the uses subresource.
+	// +optional
+	Status FeatureStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// FeatureSpec names a feature.
+type FeatureSpec struct {
+	// featureName is the feature gate's name as components spell it on their
+	// command line, for example "BalloonPod". metadata.name is its lower-case form.
+	// +required
+	FeatureName string `json:"featureName" protobuf:"bytes,1,opt,name=featureName"`
+}
+
+// FeatureState is where a feature is in the cluster.
+// +enum
+type FeatureState string
+
+const (
+	// FeatureStateOn means the feature is on and every component that reported
+	// its use found it on.
+	FeatureStateOn FeatureState = "On"
+	// FeatureStateOff means the feature is off, the state it left behind is
+	// cleaned up and no component reported finding it on.
+	FeatureStateOff FeatureState = "Off"
+	// FeatureStateTurningOn means the feature was configured on and the tasks of
+	// turning it on have not all completed.
+	FeatureStateTurningOn FeatureState = "TurningOn"
+	// FeatureStateTurningOff means the feature was configured off and the tasks
+	// of turning it off have not all completed.
+	FeatureStateTurningOff FeatureState = "TurningOff"
+)
+
+// FeatureStage is the maturity of a feature.
+// +enum
+type FeatureStage string
+
+const (
+	// FeatureStageAlpha is an alpha feature.
+	FeatureStageAlpha FeatureStage = "Alpha"
+	// FeatureStageBeta is a beta feature.
+	FeatureStageBeta FeatureStage = "Beta"
+	// FeatureStageGA is a generally available feature.
+	FeatureStageGA FeatureStage = "GA"
+	// FeatureStageDeprecated is a deprecated feature.
+	FeatureStageDeprecated FeatureStage = "Deprecated"
+)
+
+const (
+	// MaxFeatureTasks is the most tasks a transition may have.
+	MaxFeatureTasks = 32
+	// MaxFeatureUses is the most entries in status.uses: one per component and
+	// value, never one per instance.
+	MaxFeatureUses = 64
+	// MaxFeatureUseInstances is the most instance names one use may sample.
+	MaxFeatureUseInstances = 10
+	// MaxFeatureConditions is the most conditions a Feature may have.
+	MaxFeatureConditions = 16
+)
+
+// FeatureStatus is the state of a feature.
+type FeatureStatus struct {
+	// default is the feature's default value at the announcing kube-apiserver's
+	// emulation version.
+	// +optional
+	Default *bool `json:"default,omitempty" protobuf:"varint,1,opt,name=default"`
+
+	// stage is the feature's maturity at that version.
+	// +optional
+	Stage FeatureStage `json:"stage,omitempty" protobuf:"bytes,2,opt,name=stage,casttype=FeatureStage"`
+
+	// lockToDefault is true when the feature cannot be set away from its default.
+	// +optional
+	LockToDefault bool `json:"lockToDefault,omitempty" protobuf:"varint,3,opt,name=lockToDefault"`
+
+	// configuredValue is the value the announcing kube-apiserver runs with: its
+	// default unless set on its command line.
+	// +optional
+	ConfiguredValue *bool `json:"configuredValue,omitempty" protobuf:"varint,4,opt,name=configuredValue"`
+
+	// announcer is the identity of the kube-apiserver that last announced the
+	// feature (its apiserver identity lease).
+	// +optional
+	Announcer string `json:"announcer,omitempty" protobuf:"bytes,5,opt,name=announcer"`
+
+	// binaryVersion is the binary version of the announcing kube-apiserver.
+	// +optional
+	BinaryVersion string `json:"binaryVersion,omitempty" protobuf:"bytes,6,opt,name=binaryVersion"`
+
+	// emulationVersion is the emulation version of the announcing kube-apiserver.
+	// +optional
+	EmulationVersion string `json:"emulationVersion,omitempty" protobuf:"bytes,7,opt,name=emulationVersion"`
+
+	// unknownSinceVersion is the first binary version of kube-apiserver that did
+	// not know the feature, after an upgrade or a downgrade; empty while the
+	// running kube-apiservers know it.
+	// +optional
+	UnknownSinceVersion string `json:"unknownSinceVersion,omitempty" protobuf:"bytes,8,opt,name=unknownSinceVersion"`
+
+	// state is where the feature is in the cluster.
+	// +optional
+	State FeatureState `json:"state,omitempty" protobuf:"bytes,9,opt,name=state,casttype=FeatureState"`
+
+	// tasks are the pending tasks of the current transition, in the order they
+	// run; the first one runs next.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Tasks []FeatureTask `json:"tasks,omitempty" protobuf:"bytes,10,rep,name=tasks"`
+
+	// conditions describe the feature's state in more detail.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,11,rep,name=conditions"`
+
+	// uses are the values components found when they checked the feature: one
+	// entry per component and value, each with a small sample of the instances
+	// that reported it. They are written through the uses subresource.
+	// +optional
+	// +listType=atomic
+	Uses []FeatureUse `json:"uses,omitempty" protobuf:"bytes,12,rep,name=uses"`
+}
+
+// FeatureTask is a step of a transition that must complete before the feature
+// reaches On or Off.
+type FeatureTask struct {
+	// name is the task's registered name, for example "WaitForUses".
+	// +required
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// startTime is when the task first ran.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,2,opt,name=startTime"`
+
+	// lastAttemptTime is when the task last ran.
+	// +optional
+	LastAttemptTime *metav1.Time `json:"lastAttemptTime,omitempty" protobuf:"bytes,3,opt,name=lastAttemptTime"`
+
+	// lastError is why the task's last run did not complete; empty when it has
+	// not failed.
+	// +optional
+	LastError string `json:"lastError,omitempty" protobuf:"bytes,4,opt,name=lastError"`
+}
+
+// FeatureUse is the value one kind of component found when it checked a feature.
+type FeatureUse struct {
+	// component is the kind of component, for example "kubelet" or
+	// "kube-apiserver".
+	// +required
+	Component string `json:"component" protobuf:"bytes,1,opt,name=component"`
+
+	// value is the value the component found.
+	// +required
+	Value bool `json:"value" protobuf:"varint,2,opt,name=value"`
+
+	// instances is a sample of the instances that reported this value (node
+	// names for kubelets, identities for the others), at most
+	// MaxFeatureUseInstances.
+	// +optional
+	// +listType=set
+	Instances []string `json:"instances,omitempty" protobuf:"bytes,3,rep,name=instances"`
+
+	// firstReportTime is when the entry was written.
+	// +optional
+	FirstReportTime metav1.Time `json:"firstReportTime,omitempty" protobuf:"bytes,4,opt,name=firstReportTime"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=1.36
+
+// FeatureList is a list of Features.
+type FeatureList struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// items is the list of Features.
+	Items []Feature `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
