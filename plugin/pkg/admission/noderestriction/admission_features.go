@@ -1,0 +1,93 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package noderestriction
+
+import (
+	"fmt"
+	"slices"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apiserver/pkg/admission"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
+)
+
+var featureResource = featuresapi.Resource("features")
+
+// kubeletComponent is the component name kubelets report their feature uses under.
+const kubeletComponent = "kubelet"
+
+// admitFeatureUses lets a node report what its kubelet found: it may add its
+// own name to the kubelet entry of a value, or add that entry naming only
+// itself, and change nothing else.
+func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error {
+	if a.GetSubresource() != "uses" {
+		return admission.NewForbidden(a, fmt.Errorf("nodes may only update the uses subresource of features"))
+	}
+	if a.GetOperation() != admission.Update {
+		return admission.NewForbidden(a, fmt.Errorf("unexpected operation %s", a.GetOperation()))
+	}
+	oldFeature, ok := a.GetOldObject().(*featuresapi.Feature)
+	if !ok {
+		return admission.NewForbidden(a, fmt.Errorf("unexpected type %T", a.GetOldObject()))
+	}
+	newFeature, ok := a.GetObject().(*featuresapi.Feature)
+	if !ok {
+		return admission.NewForbidden(a, fmt.Errorf("unexpected type %T", a.GetObject()))
+	}
+	if err := checkNodeFeatureUses(nodeName, oldFeature.Status.Uses, newFeature.Status.Uses); err != nil {
+		return admission.NewForbidden(a, err)
+	}
+	return nil
+}
+
+// checkNodeFeatureUses returns why the new uses are more than the old ones plus
+// the node's own report.
+func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.FeatureUse) error {
+	remaining := slices.Clone(oldUses)
+	for _, use := range newUses {
+		i := slices.IndexFunc(remaining, func(old featuresapi.FeatureUse) bool {
+			return old.Component == use.Component && old.Value == use.Value
+		})
+		if use.Component != kubeletComponent {
+			if i < 0 || !apiequality.Semantic.DeepEqual(remaining[i], use) {
+				return fmt.Errorf("node %q may only report uses of component %q, not change those of %q", nodeName, kubeletComponent, use.Component)
+			}
+			remaining = slices.Delete(remaining, i, i+1)
+			continue
+		}
+		own := slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return instance == nodeName })
+		if len(own) < len(use.Instances)-1 {
+			return fmt.Errorf("node %q is named more than once in the kubelet use of value %t", nodeName, use.Value)
+		}
+		if i < 0 {
+			if len(own) > 0 {
+				return fmt.Errorf("node %q may only report its own use: the new kubelet use of value %t names %v", nodeName, use.Value, own)
+			}
+			continue
+		}
+		old := remaining[i]
+		oldInstances := slices.DeleteFunc(slices.Clone(old.Instances), func(instance string) bool { return instance == nodeName })
+		if !slices.Equal(own, oldInstances) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
+			return fmt.Errorf("node %q may only add itself to the kubelet use of value %t, not change the other instances or the report time", nodeName, use.Value)
+		}
+		remaining = slices.Delete(remaining, i, i+1)
+	}
+	if len(remaining) > 0 {
+		return fmt.Errorf("node %q may not remove uses: %s=%t is missing", nodeName, remaining[0].Component, remaining[0].Value)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package noderestriction
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
+	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
+)
+
+func TestAdmitFeatureUses(t *testing.T) {
+	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	stored := []featuresapi.FeatureUse{
+		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, FirstReportTime: reported},
+		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, FirstReportTime: reported},
+	}
+	withUses := func(uses ...featuresapi.FeatureUse) []featuresapi.FeatureUse {
+		return append([]featuresapi.FeatureUse{stored[0], stored[1]}, uses...)
+	}
+	addInstance := func(instances ...string) []featuresapi.FeatureUse {
+		uses := withUses()
+		uses[1].Instances = instances
+		return uses
+	}
+	tests := []struct {
+		name        string
+		node        string
+		subresource string
+		operation   admission.Operation
+		uses        []featuresapi.FeatureUse
+		wantErr     string
+	}{
+		{name: "a new value naming only itself", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, FirstReportTime: reported})},
+		{name: "itself added to an existing value", node: "mynode", uses: addInstance("node-1", "mynode")},
+		{name: "unchanged", node: "mynode", uses: withUses()},
+		{name: "another node's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node-2"}}), wantErr: `may only report its own use: the new kubelet use of value false names [node-2]`},
+		{name: "another node added", node: "mynode", uses: addInstance("node-1", "node-2"), wantErr: "may only add itself to the kubelet use of value true"},
+		{name: "another node removed", node: "mynode", uses: addInstance("mynode"), wantErr: "may only add itself to the kubelet use of value true"},
+		{name: "another component's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"mynode"}}), wantErr: `may only report uses of component "kubelet", not change those of "kube-scheduler"`},
+		{name: "a use removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[1]}, wantErr: "may not remove uses: kube-apiserver=true is missing"},
+		{name: "the report time changed", node: "node-1", uses: func() []featuresapi.FeatureUse {
+			uses := withUses()
+			uses[1].FirstReportTime = metav1.NewTime(reported.Add(time.Hour))
+			return uses
+		}(), wantErr: "not change the other instances or the report time"},
+		{name: "itself twice", node: "mynode", uses: addInstance("node-1", "mynode", "mynode"), wantErr: "named more than once"},
+		{name: "status subresource", node: "mynode", subresource: "status", uses: withUses(), wantErr: "nodes may only update the uses subresource of features"},
+		{name: "create", node: "mynode", operation: admission.Create, uses: withUses(), wantErr: "unexpected operation CREATE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			subresource, operation := "uses", admission.Update
+			if tc.subresource != "" {
+				subresource = tc.subresource
+			}
+			if tc.operation != "" {
+				operation = tc.operation
+			}
+			old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "balloonpod", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: stored}}
+			updated := old.DeepCopy()
+			updated.Status.Uses = tc.uses
+			node := &user.DefaultInfo{Name: "system:node:" + tc.node, Groups: []string{"system:nodes"}}
+			attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
+				featureResource.WithVersion("v1alpha1"), subresource, operation, &metav1.UpdateOptions{}, false, node)
+			err := NewPlugin(nodeidentifier.NewDefaultNodeIdentifier()).Admit(context.TODO(), attrs, nil)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("want the update admitted, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}

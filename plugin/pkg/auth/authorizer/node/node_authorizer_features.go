@@ -1,0 +1,44 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package node
+
+import (
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/klog/v2"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
+)
+
+var featureResource = featuresapi.Resource("features")
+
+// authorizeFeature lets every node read Features and report its kubelet's
+// uses; the noderestriction admission plugin checks that a node reports only
+// its own.
+func authorizeFeature(nodeName string, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	verb := attrs.GetVerb()
+	switch attrs.GetSubresource() {
+	case "":
+		if verb == "get" || verb == "list" || verb == "watch" {
+			return authorizer.DecisionAllow, "", nil
+		}
+	case "uses":
+		if verb == "get" || verb == "update" || verb == "patch" {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	klog.V(2).Infof("NODE DENY: '%s' %#v", nodeName, attrs)
+	return authorizer.DecisionNoOpinion, "can only get, list and watch features and update their uses", nil
+}
