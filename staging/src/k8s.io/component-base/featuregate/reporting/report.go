@@ -1,0 +1,214 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reporting
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
+	"k8s.io/client-go/kubernetes"
+	featuresclient "k8s.io/client-go/kubernetes/typed/features/v1alpha1"
+	featureslisters "k8s.io/client-go/listers/features/v1alpha1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Options say where and as whom a component reports its uses.
+type Options struct {
+	// Namespace holds the Feature objects: kube-system for Kubernetes' own.
+	Namespace string
+	// Component is the kind of component, for example "kubelet".
+	Component string
+	// Instance names this instance: the node name of a kubelet, the identity of
+	// the others.
+	Instance string
+	// MaxDelay bounds the random delay before a report. A reporter that finds
+	// the entry written when its delay ends does not write, so that a thousand
+	// instances that agree cause a handful of writes, not a thousand.
+	MaxDelay time.Duration
+	// SampleSize is how many instances an entry names at most; the first ones
+	// to report add themselves.
+	SampleSize int
+	// CheckInterval is how often the reporter looks for features checked for
+	// the first time and for uses missing from the cache.
+	CheckInterval time.Duration
+	// Resync is the informer's resync period.
+	Resync time.Duration
+}
+
+// DefaultOptions returns the options of a component's reporting.
+func DefaultOptions(namespace, component, instance string) Options {
+	return Options{Namespace: namespace, Component: component, Instance: instance, MaxDelay: 30 * time.Second, SampleSize: 3, CheckInterval: 10 * time.Second, Resync: 10 * time.Minute}
+}
+
+// Start reports the component's uses until ctx is done. It never blocks the
+// component: it returns at once, and while the API is unreachable it retries
+// with back-off, holding nothing but the gate's set of checked features.
+func (g *Gate) Start(ctx context.Context, client kubernetes.Interface, opts Options) {
+	informer := featuresinformers.NewFeatureInformer(client, opts.Namespace, opts.Resync, cache.Indexers{})
+	r := newReporter(g, client.FeaturesV1alpha1().Features(opts.Namespace), featureslisters.NewFeatureLister(informer.GetIndexer()), opts)
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.poke() },
+		UpdateFunc: func(any, any) { r.poke() },
+	})
+	go informer.RunWithContext(ctx)
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			return
+		}
+		r.run(ctx)
+	}()
+}
+
+type reporter struct {
+	gate   *Gate
+	client featuresclient.FeatureInterface
+	lister featureslisters.FeatureLister
+	opts   Options
+	// changes is signalled when a Feature changes in the cache.
+	changes chan struct{}
+	// sleep waits for d or until ctx is done; tests replace it.
+	sleep func(ctx context.Context, d time.Duration)
+}
+
+func newReporter(g *Gate, client featuresclient.FeatureInterface, lister featureslisters.FeatureLister, opts Options) *reporter {
+	return &reporter{gate: g, client: client, lister: lister, opts: opts, changes: make(chan struct{}, 1), sleep: sleepContext}
+}
+
+func sleepContext(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (r *reporter) poke() {
+	select {
+	case r.changes <- struct{}{}:
+	default:
+	}
+}
+
+// run reports, then waits for a Feature to change (its uses cleared, say) or
+// for the check interval, which also finds features checked for the first time.
+func (r *reporter) run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+	for ctx.Err() == nil {
+		if err := r.reportOnce(ctx); err != nil {
+			delay := backoff.Step()
+			logger.V(2).Info("Reporting feature uses failed, retrying", "err", err, "delay", delay)
+			r.sleep(ctx, delay)
+			continue
+		}
+		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+		timer := time.NewTimer(r.opts.CheckInterval)
+		select {
+		case <-ctx.Done():
+		case <-r.changes:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// reportOnce waits a random delay when some use is missing, then writes the
+// uses that are still missing.
+func (r *reporter) reportOnce(ctx context.Context) error {
+	if len(r.missing()) == 0 {
+		return nil
+	}
+	if r.opts.MaxDelay > 0 {
+		r.sleep(ctx, rand.N(r.opts.MaxDelay))
+	}
+	var errs []error
+	for _, use := range r.missing() {
+		if err := r.write(ctx, use); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// missing returns the uses the Feature objects in the cache lack.
+func (r *reporter) missing() []Use {
+	var missing []Use
+	for _, use := range r.gate.Uses() {
+		f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
+		if err != nil {
+			// Not announced (yet): kube-apiserver creates the Features it knows.
+			continue
+		}
+		if r.needsReport(f, use) {
+			missing = append(missing, use)
+		}
+	}
+	return missing
+}
+
+func objectName(use Use) string { return strings.ToLower(string(use.Feature)) }
+
+func (r *reporter) entry(f *featuresv1alpha1.Feature, use Use) int {
+	return slices.IndexFunc(f.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool {
+		return u.Component == r.opts.Component && u.Value == use.Value
+	})
+}
+
+func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
+	i := r.entry(f, use)
+	if i < 0 {
+		return true
+	}
+	instances := f.Status.Uses[i].Instances
+	return len(instances) < r.opts.SampleSize && !slices.Contains(instances, r.opts.Instance)
+}
+
+// write adds the use to the Feature as the cache has it. A conflict means
+// another instance wrote first: the next pass, once the cache has that write,
+// decides whether this one still needs to report.
+func (r *reporter) write(ctx context.Context, use Use) error {
+	f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
+	if err != nil || !r.needsReport(f, use) {
+		return nil
+	}
+	f = f.DeepCopy()
+	if i := r.entry(f, use); i >= 0 {
+		f.Status.Uses[i].Instances = append(f.Status.Uses[i].Instances, r.opts.Instance)
+	} else {
+		f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{
+			Component: r.opts.Component, Value: use.Value, Instances: []string{r.opts.Instance}, FirstReportTime: metav1.Now(),
+		})
+	}
+	_, err = r.client.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
