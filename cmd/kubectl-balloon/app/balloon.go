@@ -172,19 +172,6 @@ func heldResources(pod *v1.Pod) v1.ResourceList {
 	return held
 }
 
-// requestedResources is the size the pod's spec asks for.
-func requestedResources(pod *v1.Pod) v1.ResourceList {
-	requested := v1.ResourceList{}
-	for _, c := range pod.Spec.Containers {
-		for _, name := range balloonResources {
-			if q, ok := c.Resources.Requests[name]; ok {
-				addTo(requested, name, q)
-			}
-		}
-	}
-	return requested
-}
-
 func containerStatus(pod *v1.Pod, name string) *v1.ContainerStatus {
 	for i := range pod.Status.ContainerStatuses {
 		if pod.Status.ContainerStatuses[i].Name == name {

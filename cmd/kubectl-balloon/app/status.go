@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 func newCmdStatus(d deps) *cobra.Command {
@@ -133,7 +134,7 @@ func statusRow(node *v1.Node, balloons []*v1.Pod) []string {
 // pendingResize describes a resize the balloon asks for but does not hold
 // yet, or returns "" if there is none.
 func pendingResize(pod *v1.Pod, held v1.ResourceList) string {
-	desired := requestedResources(pod)
+	desired := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	if equalResources(desired, held) {
 		return ""
 	}

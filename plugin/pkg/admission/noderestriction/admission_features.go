@@ -69,7 +69,7 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 			remaining = slices.Delete(remaining, i, i+1)
 			continue
 		}
-		own := slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return instance == nodeName })
+		own := without(use.Instances, nodeName)
 		if len(own) < len(use.Instances)-1 {
 			return fmt.Errorf("node %q is named more than once in the kubelet use of value %t", nodeName, use.Value)
 		}
@@ -80,8 +80,7 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 			continue
 		}
 		old := remaining[i]
-		oldInstances := slices.DeleteFunc(slices.Clone(old.Instances), func(instance string) bool { return instance == nodeName })
-		if !slices.Equal(own, oldInstances) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
+		if !slices.Equal(own, without(old.Instances, nodeName)) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
 			return fmt.Errorf("node %q may only add itself to the kubelet use of value %t, not change the other instances or the report time", nodeName, use.Value)
 		}
 		remaining = slices.Delete(remaining, i, i+1)
@@ -90,4 +89,9 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		return fmt.Errorf("node %q may not remove uses: %s=%t is missing", nodeName, remaining[0].Component, remaining[0].Value)
 	}
 	return nil
+}
+
+// without returns the instances other than nodeName.
+func without(instances []string, nodeName string) []string {
+	return slices.DeleteFunc(slices.Clone(instances), func(instance string) bool { return instance == nodeName })
 }

@@ -117,7 +117,10 @@ func (r *reporter) poke() {
 // for the check interval, which also finds features checked for the first time.
 func (r *reporter) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+	}
+	backoff := newBackoff()
 	for ctx.Err() == nil {
 		if err := r.reportOnce(ctx); err != nil {
 			delay := backoff.Step()
@@ -125,7 +128,7 @@ func (r *reporter) run(ctx context.Context) {
 			r.sleep(ctx, delay)
 			continue
 		}
-		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+		backoff = newBackoff()
 		timer := time.NewTimer(r.opts.CheckInterval)
 		select {
 		case <-ctx.Done():
