@@ -1,0 +1,66 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package vpa
+
+import (
+	"testing"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+)
+
+func scopedVPA(kind string, scope vpa_types.VerticalPodAutoscalerScope) *vpa_types.VerticalPodAutoscaler {
+	return &vpa_types.VerticalPodAutoscaler{Spec: vpa_types.VerticalPodAutoscalerSpec{
+		TargetRef: &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: kind, Name: "agent"},
+		Scope:     scope,
+	}}
+}
+
+func TestValidateVPAScope(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gate    bool
+		oldObj  *vpa_types.VerticalPodAutoscaler
+		vpa     *vpa_types.VerticalPodAutoscaler
+		wantErr string
+	}{
+		{name: "no scope, gate off", vpa: scopedVPA("Deployment", "")},
+		{name: "no scope, gate on", gate: true, vpa: scopedVPA("Deployment", "")},
+		{name: "node scope on a DaemonSet, gate on", gate: true, vpa: scopedVPA("DaemonSet", vpa_types.ScopeNode)},
+		{name: "node scope, gate off", vpa: scopedVPA("DaemonSet", vpa_types.ScopeNode),
+			wantErr: "spec.scope: Forbidden: in order to use scope, you must enable feature gate DaemonSetNodeScope in the admission-controller args"},
+		{name: "node scope kept on update, gate off", oldObj: scopedVPA("DaemonSet", vpa_types.ScopeNode), vpa: scopedVPA("DaemonSet", vpa_types.ScopeNode)},
+		{name: "node scope on a Deployment", gate: true, vpa: scopedVPA("Deployment", vpa_types.ScopeNode),
+			wantErr: `spec.scope: Invalid value: "node": scope node is allowed only when targetRef.kind is DaemonSet`},
+		{name: "unknown scope", gate: true, vpa: scopedVPA("DaemonSet", "zone"),
+			wantErr: `spec.scope: Unsupported value: "zone": supported values: "node"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
+			_, errs := validateVPA(tc.vpa, getValidationOptionsForVPA(tc.oldObj))
+			switch {
+			case tc.wantErr == "" && len(errs) > 0:
+				t.Fatalf("unexpected errors: %v", errs.ToAggregate())
+			case tc.wantErr != "" && (len(errs) != 1 || errs[0].Error() != tc.wantErr):
+				t.Fatalf("got errors %v, want %q", errs.ToAggregate(), tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// generatedCRDs reads the CRDs that hack/generate-crd-yaml.sh writes.
+func generatedCRDs(t *testing.T) map[string]*apiextensions.CustomResourceDefinition {
+	t.Helper()
+	raw, err := os.ReadFile("../../../../deploy/vpa-v1-crd-gen.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := map[string]*apiextensions.CustomResourceDefinition{}
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		v1crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(doc, v1crd); err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensions.CustomResourceDefinition{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1crd, crd, nil); err != nil {
+			t.Fatal(err)
+		}
+		crds[crd.Spec.Names.Kind] = crd
+	}
+	return crds
+}
+
+// TestGeneratedCRDIsValid runs the apiserver's own CRD validation, which also
+// compiles the CEL rules and checks their estimated cost.
+func TestGeneratedCRDIsValid(t *testing.T) {
+	for kind, crd := range generatedCRDs(t) {
+		// The apiserver records the storage version at creation.
+		crd.Status.StoredVersions = []string{"v1"}
+		if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), crd); len(errs) > 0 {
+			t.Errorf("%s: %v", kind, errs.ToAggregate())
+		}
+	}
+}
+
+func TestCRDScopeValidation(t *testing.T) {
+	crd := generatedCRDs(t)["VerticalPodAutoscaler"]
+	if crd == nil {
+		t.Fatal("no VerticalPodAutoscaler CRD in deploy/vpa-v1-crd-gen.yaml")
+	}
+	var props *apiextensions.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1" {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	if props == nil {
+		t.Fatal("no v1 schema")
+	}
+	structural, err := structuralschema.NewStructural(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	openAPIValidator, _, err := schemavalidation.NewSchemaValidator(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		kind    string
+		scope   string
+		wantErr string
+	}{
+		{name: "no scope, Deployment", kind: "Deployment"},
+		{name: "no scope, DaemonSet", kind: "DaemonSet"},
+		{name: "node scope, DaemonSet", kind: "DaemonSet", scope: "node"},
+		{name: "node scope, Deployment", kind: "Deployment", scope: "node",
+			wantErr: `spec.scope: Invalid value: scope node is allowed only when targetRef.kind is DaemonSet`},
+		{name: "node scope, StatefulSet", kind: "StatefulSet", scope: "node",
+			wantErr: `spec.scope: Invalid value: scope node is allowed only when targetRef.kind is DaemonSet`},
+		{name: "unknown scope", kind: "DaemonSet", scope: "zone",
+			wantErr: `spec.scope: Unsupported value: "zone": supported values: "node"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := map[string]interface{}{
+				"targetRef": map[string]interface{}{"apiVersion": "apps/v1", "kind": tc.kind, "name": "agent"},
+			}
+			if tc.scope != "" {
+				spec["scope"] = tc.scope
+			}
+			obj := map[string]interface{}{
+				"apiVersion": "autoscaling.k8s.io/v1",
+				"kind":       "VerticalPodAutoscaler",
+				"metadata":   map[string]interface{}{"name": "agent", "namespace": "default"},
+				"spec":       spec,
+			}
+			errs := schemavalidation.ValidateCustomResource(nil, obj, openAPIValidator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+			checkErrors(t, errs, tc.wantErr)
+		})
+	}
+}
+
+func checkErrors(t *testing.T, errs field.ErrorList, want string) {
+	t.Helper()
+	if want == "" {
+		if len(errs) > 0 {
+			t.Fatalf("unexpected errors: %v", errs.ToAggregate())
+		}
+		return
+	}
+	if len(errs) != 1 {
+		t.Fatalf("got %d errors (%v), want one: %s", len(errs), errs.ToAggregate(), want)
+	}
+	if got := errs[0].Error(); !strings.HasPrefix(got, want) {
+		t.Fatalf("got error %q, want %q", got, want)
+	}
+}
