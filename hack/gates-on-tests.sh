@@ -38,14 +38,14 @@ done < <(cd "$tree" && go list -f '{{.Dir}} {{.Name}}' "$@")
 echo "{\"Replace\":{$overlay}}" >"$tmp/overlay.json"
 
 # Left out: the tests that emulate a release older than the gates (a 1.36 alpha
-# gate cannot be on at 1.34), found by what they call; the image manager test
-# that counts one runtime pull per pod, which the pull gate deduplicates
-# (docs/kubelet-image-pull-gate.md); and the bootstrap policy test that compares
-# the roles of the default gates with its golden file (the gates-on roles have
-# their own golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled).
+# gate cannot be on at 1.34), found by what they call or the flag they pass; the
+# image manager test that counts one runtime pull per pod, which the pull gate
+# deduplicates (docs/kubelet-image-pull-gate.md); and the bootstrap policy test that
+# compares the roles of the default gates with its golden file (the gates-on roles
+# have their own golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled).
 skip=$(printf '%s\n' "${dirs[@]}" | while read -r dir; do
   awk '/^func Test/ { match($0, /Test[A-Za-z0-9_]*/); f = substr($0, RSTART, RLENGTH) }
-       /EmulationVersionDuringTest|VersionsDuringTest/ { print f }' "$dir"/*_test.go 2>/dev/null
+       /EmulationVersionDuringTest|VersionsDuringTest|--emulated-version|NewEffectiveVersionFromString/ { print f }' "$dir"/*_test.go 2>/dev/null
 done | sort -u | paste -sd'|' -)
 skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapClusterRoles)\$"
 echo "left out: $skip"

@@ -2,7 +2,7 @@
 // files and the patch series, saves tree edits back, and exports the series.
 //
 //	series tree                 build or update _output/kubernetes and _output/autoscaler
-//	series save [-group G]      write tree edits back into patches/ and the overlay files
+//	series save [-group G] [UPSTREAM...]  write tree edits back into patches/ and the overlay files
 //	series verify-saved         fail when a tree holds edits that are not saved
 //	series patches [-o DIR]     export the series as git format-patch files
 //	series roundtrip            prove the export applies to pristine upstream and gives the tree
@@ -27,7 +27,7 @@ const usage = `usage: series <command> [flags]
 
 commands:
   tree [UPSTREAM...]       build or update the trees under _output/ (kubernetes, autoscaler)
-  save [-group G]          write tree edits back into the repository
+  save [-group G] [UPSTREAM...]  write tree edits back into the repository (all trees by default)
   verify-saved             exit 1 when a tree holds edits that are not saved
   patches [-o DIR]         export the series as format-patch files (default _output/patches)
   roundtrip                check that the export applies to pristine upstream and yields the tree
@@ -126,7 +126,7 @@ func run(root, cmd string, args []string) error {
 				return fmt.Errorf("no group %q under patches/*/ (a new group starts as a directory with a HEADER file; run 'make tree' after creating it)", *group)
 			}
 		}
-		ts, err := trees(nil)
+		ts, err := trees(fs.Args())
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ package reporting
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
 	"k8s.io/client-go/kubernetes"
 	featuresclient "k8s.io/client-go/kubernetes/typed/features/v1alpha1"
@@ -73,13 +75,34 @@ func (g *Gate) Start(ctx context.Context, client kubernetes.Interface, opts Opti
 		AddFunc:    func(any) { r.poke() },
 		UpdateFunc: func(any, any) { r.poke() },
 	})
-	go informer.RunWithContext(ctx)
 	go func() {
+		if !r.waitForAPI(ctx, client.Discovery()) {
+			return
+		}
+		go informer.RunWithContext(ctx)
 		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 			return
 		}
 		r.run(ctx)
 	}()
+}
+
+// waitForAPI returns once the servers serve the Feature API, false if ctx ends
+// first. The API is alpha and served only when enabled: rather than a watch
+// that fails and logs without end, a component checks discovery, less and
+// less often up to the resync period, so that thousands of kubelets of a
+// cluster without the API cost little.
+func (r *reporter) waitForAPI(ctx context.Context, client discovery.DiscoveryInterface) bool {
+	backoff := wait.Backoff{Duration: r.opts.CheckInterval, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: r.opts.Resync}
+	for ctx.Err() == nil {
+		_, err := client.ServerResourcesForGroupVersion(featuresv1alpha1.SchemeGroupVersion.String())
+		if err == nil {
+			return true
+		}
+		klog.FromContext(ctx).V(4).Info("The Feature API is not served, feature uses are not reported yet", "err", err)
+		r.sleep(ctx, backoff.Step())
+	}
+	return false
 }
 
 type reporter struct {

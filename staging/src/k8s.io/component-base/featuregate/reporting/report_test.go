@@ -240,3 +240,37 @@ func TestReportWriteAmplification(t *testing.T) {
 		t.Errorf("update calls = %d, want at most %d", writes, limit)
 	}
 }
+
+func TestWaitForAPIBacksOffUntilServed(t *testing.T) {
+	_, client, lister := newFakeServer(0)
+	opts := testOptions("node-1")
+	r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, opts)
+	var delays []time.Duration
+	r.sleep = func(ctx context.Context, d time.Duration) {
+		delays = append(delays, d)
+		if len(delays) == 10 {
+			client.Resources = []*metav1.APIResourceList{{GroupVersion: featuresv1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: "features", Namespaced: true, Kind: "Feature"}}}}
+		}
+	}
+	if !r.waitForAPI(context.Background(), client.Discovery()) {
+		t.Fatal("waitForAPI returned false with a live context")
+	}
+	if len(delays) != 10 {
+		t.Fatalf("checked discovery %d times, want 11 (served at the 11th)", len(delays)+1)
+	}
+	for i, d := range delays {
+		if d < opts.CheckInterval/2 || d > opts.Resync*3/2 {
+			t.Errorf("delay %d = %v, want within [%v, %v]", i, d, opts.CheckInterval/2, opts.Resync*3/2)
+		}
+	}
+	if last := delays[len(delays)-1]; last < opts.Resync {
+		t.Errorf("after 10 checks the delay is %v, want the resync period %v (with jitter)", last, opts.Resync)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	client.Resources = nil
+	r.sleep = func(context.Context, time.Duration) { cancel() }
+	if r.waitForAPI(ctx, client.Discovery()) {
+		t.Error("waitForAPI returned true for an API that is not served")
+	}
+}

@@ -1,0 +1,61 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package featureuses starts the reporting of feature uses (KEP-3920) in
+// Kubernetes' own components.
+package featureuses
+
+import (
+	"context"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate/reporting"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
+)
+
+// Start reports, while ctx lasts and when FeatureLifecycle is on, the
+// features the component checked through the process's default feature gate
+// to the Feature objects in kube-system, as component and instance. It
+// returns at once.
+//
+// The reporting layer holds no state of its own (the gate records the
+// features it is asked about from the start), so creating it over the default
+// gate here reports every check made since the process started, flag parsing
+// included.
+func Start(ctx context.Context, client kubernetes.Interface, component, instance string) {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) {
+		return
+	}
+	reporting.NewGate(utilfeature.DefaultMutableFeatureGate).Start(ctx, client, reporting.DefaultOptions(metav1.NamespaceSystem, component, instance))
+}
+
+// StartOnHost is Start with this host's name as the instance, for components
+// that have no other name: kube-controller-manager and kube-scheduler.
+func StartOnHost(ctx context.Context, client kubernetes.Interface, component string) {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) {
+		return
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Not reporting feature uses: no host name to report them as", "component", component)
+		return
+	}
+	Start(ctx, client, component, hostname)
+}
