@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build vpa tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -22,6 +22,10 @@ tree: tools
 
 build: tree
 	@hack/build.sh
+
+## vpa: build the patched VPA recommender, updater and admission-controller into _output/vpa/bin and its CRDs into _output/vpa/crds
+vpa: preflight
+	@hack/vpa.sh build
 
 ## cluster-up: build, then run a single-node cluster of the patched binaries on loopback (root)
 cluster-up: build

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# hack/vpa.sh [build|crds|test [OUT_DIR]]: the patched Vertical Pod Autoscaler.
+#
+#   build (default)  materializes _output/autoscaler, builds recommender, updater and
+#                    admission-controller into _output/vpa/bin and writes the CRD
+#                    manifests into _output/vpa/crds (see crds)
+#   crds             runs VPA's controller-gen (the version hack/generate-crd-yaml.sh
+#                    pins) on the tree's API types into _output/vpa/crds and fails when
+#                    the tree's deploy/vpa-v1-crd-gen.yaml differs from it
+#   test [OUT_DIR]   the VPA packages the series touches, with every VPA feature gate
+#                    the series adds off (the defaults) and then on; go test -json
+#                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
+#                    and autoscaler-gates-on.json
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+TREE=$OUT/autoscaler/vertical-pod-autoscaler
+VPAOUT=$OUT/vpa
+export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
+
+tree() {
+  go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary
+  "$SERIES" tree autoscaler
+}
+
+crds() {
+  local version cg=$VPAOUT/tools/controller-gen work
+  version=$(sed -n 's/^CONTROLLER_GEN_VERSION=//p' "$TREE/hack/generate-crd-yaml.sh")
+  if [ ! -x "$cg" ] || [ "$("$cg" --version)" != "Version: $version" ]; then
+    echo "installing controller-gen $version"
+    (cd "$(mktemp -d)" && GOBIN=$VPAOUT/tools go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version")
+  fi
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  # As hack/generate-crd-yaml.sh: controller-gen always fails on the int map keys.
+  (cd "$TREE" && "$cg" crd:allowDangerousTypes=true paths="./pkg/apis/..." output:crd:dir="$work") >"$work/errors.log" 2>&1 || :
+  if grep -v -e 'map keys must be strings, not int' -e 'not all generators ran successfully' -e 'usage' "$work/errors.log"; then
+    echo "controller-gen failed"
+    return 1
+  fi
+  mkdir -p "$VPAOUT/crds"
+  cat "$work/autoscaling.k8s.io_verticalpodautoscalercheckpoints.yaml" \
+    "$work/autoscaling.k8s.io_verticalpodautoscalers.yaml" >"$VPAOUT/crds/vpa-v1-crd-gen.yaml"
+  if ! diff -u "$TREE/deploy/vpa-v1-crd-gen.yaml" "$VPAOUT/crds/vpa-v1-crd-gen.yaml"; then
+    echo "deploy/vpa-v1-crd-gen.yaml is stale: run hack/generate-crd-yaml.sh in $TREE"
+    return 1
+  fi
+  echo "CRD manifests in $VPAOUT/crds: $(cd "$VPAOUT/crds" && echo *)"
+}
+
+build() {
+  local commit
+  commit=$(git -C "$TREE" rev-parse HEAD)
+  [ -z "$(git -C "$TREE" status --porcelain)" ] || commit+=-dirty
+  mkdir -p "$VPAOUT/bin"
+  for c in recommender updater admission-controller; do
+    # As the components' Makefiles (CGO_ENABLED=0, -s), with the commit in the version.
+    (cd "$TREE" && CGO_ENABLED=0 go build -ldflags "-s -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
+      -o "$VPAOUT/bin/$c" "./pkg/$c")
+  done
+  echo "binaries in $VPAOUT/bin: $(cd "$VPAOUT/bin" && echo *) (tree commit $commit)"
+}
+
+# gates: the VPA feature gates the series adds, as NAME=true,...
+gates() {
+  sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' patches/autoscaler/*/upstream.patch | sort -u | paste -sd, -
+}
+
+unit() {
+  local dest=${1:-$TESTOUT} pkgs g tmp overlay="" i=0 dir name path skip
+  mkdir -p "$dest"
+  pkgs=$("$SERIES" touched autoscaler)
+  echo "== unit tests: autoscaler, gates at their defaults ($(wc -w <<<"$pkgs") packages)"
+  (cd "$TREE" && go test -count=1 -json $pkgs) >"$dest/autoscaler-gates-off.json" 2>&1 || :
+  "$SUMMARY" "$dest/autoscaler-gates-off.json" | tail -n 1
+  g=$(gates)
+  [ -n "$g" ] || return 0
+  echo "== unit tests: autoscaler with $g"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
+  # One added file per package sets the gates (the tree stays untouched).
+  while read -r dir name path; do
+    i=$((i + 1))
+    if [ "$path" = k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features ]; then
+      printf 'package features\n\nfunc init() {\n\tif err := MutableFeatureGate.Set("%s"); err != nil {\n\t\tpanic(err)\n\t}\n}\n' "$g" >"$tmp/$i.go"
+    else
+      printf 'package %s\n\nimport "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"\n\nfunc init() {\n\tif err := features.MutableFeatureGate.Set("%s"); err != nil {\n\t\tpanic(err)\n\t}\n}\n' "$name" "$g" >"$tmp/$i.go"
+    fi
+    overlay+="${overlay:+,}\"$dir/zz_series_gates_on_test.go\":\"$tmp/$i.go\""
+    # Left out: the tests that emulate a VPA release older than the gates.
+    awk '/^func Test/ { match($0, /Test[A-Za-z0-9_]*/); f = substr($0, RSTART, RLENGTH) }
+         /EmulationVersion/ { print f }' "$dir"/*_test.go 2>/dev/null >>"$tmp/skip" || :
+  done < <(cd "$TREE" && go list -f '{{.Dir}} {{.Name}} {{.ImportPath}}' $pkgs)
+  echo "{\"Replace\":{$overlay}}" >"$tmp/overlay.json"
+  skip=$(sort -u "$tmp/skip" | paste -sd'|' -)
+  [ -z "$skip" ] || echo "left out (they emulate an older VPA release): $skip"
+  (cd "$TREE" && go test -count=1 -json ${skip:+-skip "^($skip)\$"} -overlay "$tmp/overlay.json" $pkgs) >"$dest/autoscaler-gates-on.json" 2>&1 || :
+  "$SUMMARY" "$dest/autoscaler-gates-on.json" | tail -n 1
+}
+
+case ${1:-build} in
+  build) tree && build && crds ;;
+  crds) tree && crds ;;
+  test) tree && unit "${2:-}" ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]]" >&2; exit 2 ;;
+esac
