@@ -1,0 +1,88 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+)
+
+const (
+	// MaxNodesPerSlice is the most nodes one VerticalPodAutoscalerSlice holds.
+	// 100 nodes with ten containers each stay far below etcd's object size limit.
+	MaxNodesPerSlice = 100
+
+	// VPANameLabel is the label that names the VerticalPodAutoscaler of a slice,
+	// so that its slices are listed with a label selector.
+	VPANameLabel = "autoscaling.k8s.io/vpa-name"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:resource:shortName=vpaslice
+// +kubebuilder:printcolumn:name="VPA",type="string",JSONPath=".vpaName"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=https://github.com/kubernetes/kubernetes/pull/63797"
+
+// VerticalPodAutoscalerSlice holds the per-node recommendations of one
+// VerticalPodAutoscaler with scope node, for at most 100 nodes. The recommender
+// writes the slices of a VerticalPodAutoscaler and owns them (ownerReference),
+// the admission controller and the updater read them. A node that has no entry
+// gets the VerticalPodAutoscaler's own recommendation (status.recommendation).
+type VerticalPodAutoscalerSlice struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// vpaName is the name of the VerticalPodAutoscaler, in the slice's
+	// namespace, whose recommendations the slice holds.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="vpaName is immutable"
+	VPAName string `json:"vpaName"`
+
+	// nodes holds the recommendation of each node of the slice.
+	// +listType=map
+	// +listMapKey=nodeName
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Nodes []NodeRecommendation `json:"nodes,omitempty"`
+}
+
+// NodeRecommendation is the recommendation for the pod on one node.
+type NodeRecommendation struct {
+	// nodeName is the name of the node.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// recommendation holds the resources recommended for the containers of
+	// the pod on this node.
+	Recommendation vpa_types.RecommendedPodResources `json:"recommendation"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VerticalPodAutoscalerSliceList is a list of VerticalPodAutoscalerSlice objects.
+type VerticalPodAutoscalerSliceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata"`
+
+	// items is the list of slices.
+	Items []VerticalPodAutoscalerSlice `json:"items"`
+}
