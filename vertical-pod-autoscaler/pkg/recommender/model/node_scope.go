@@ -1,0 +1,86 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package model
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+)
+
+// NodeScopeLabel is the label the model adds to the labels of a pod of a VPA
+// with scope node: its value is the pod's node. It exists only in the model,
+// where it makes the usage of each node's pod an aggregation of its own. The
+// VPA still uses all of them (its selector does not name the label), so that
+// its own recommendation stays the DaemonSet-wide one.
+const NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
+
+// IsNodeScoped tells whether the VPA gets one recommendation per node.
+func (vpa *Vpa) IsNodeScoped() bool {
+	return vpa.Scope == vpa_types.ScopeNode && features.Enabled(features.DaemonSetNodeScope)
+}
+
+// ScopedPodLabels returns the labels under which the model keeps a pod: the
+// pod's labels, plus NodeScopeLabel when the pod is bound to a node and a VPA
+// with scope node matches it.
+func ScopedPodLabels(cluster ClusterState, podID PodID, podLabels map[string]string, nodeName string) labels.Set {
+	if nodeName == "" || !features.Enabled(features.DaemonSetNodeScope) {
+		return podLabels
+	}
+	for _, vpa := range cluster.VPAs() {
+		if vpa.IsNodeScoped() && vpa.ID.Namespace == podID.Namespace && vpa.PodSelector != nil && vpa.PodSelector.Matches(labels.Set(podLabels)) {
+			scoped := make(labels.Set, len(podLabels)+1)
+			for k, v := range podLabels {
+				scoped[k] = v
+			}
+			scoped[NodeScopeLabel] = nodeName
+			return scoped
+		}
+	}
+	return podLabels
+}
+
+// NodeAggregations returns, for each node that runs a live pod of the VPA,
+// the aggregated state of each container of that node's pod. Nodes without
+// such a pod (gone, or the DaemonSet does not run there) have no entry.
+func (cluster *clusterState) NodeAggregations(vpa *Vpa) map[string]ContainerNameToAggregateStateMap {
+	nodes := map[string]ContainerNameToAggregateStateMap{}
+	for podID, pod := range cluster.pods {
+		if podID.Namespace != vpa.ID.Namespace || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
+			continue
+		}
+		podLabels := cluster.labelSetMap[pod.labelSetKey]
+		if node := podLabels[NodeScopeLabel]; node != "" && vpa.PodSelector != nil && vpa.PodSelector.Matches(podLabels) {
+			nodes[node] = ContainerNameToAggregateStateMap{}
+		}
+	}
+	for key, aggregation := range vpa.aggregateContainerStates {
+		byContainer, live := nodes[key.Labels().Get(NodeScopeLabel)]
+		if !live {
+			continue
+		}
+		state, found := byContainer[key.ContainerName()]
+		if !found {
+			state = NewAggregateContainerState()
+			byContainer[key.ContainerName()] = state
+		}
+		state.MergeContainerState(aggregation)
+	}
+	return nodes
+}

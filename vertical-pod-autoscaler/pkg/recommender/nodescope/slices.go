@@ -1,0 +1,170 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package nodescope stores the per-node recommendations of VerticalPodAutoscalers
+// with scope node in VerticalPodAutoscalerSlice objects.
+package nodescope
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+)
+
+// Plan is what a Write changes: the slices to create, to update and to delete.
+type Plan struct {
+	Create []*vpa_alpha.VerticalPodAutoscalerSlice
+	Update []*vpa_alpha.VerticalPodAutoscalerSlice
+	Delete []*vpa_alpha.VerticalPodAutoscalerSlice
+}
+
+// Writes is the number of API writes of the plan.
+func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete) }
+
+// PlanSlices computes the slices of a VPA from its current slices and the
+// recommendations of its live nodes. recs maps each live node to its
+// recommendation, or to nil when the node's own history is not sufficient yet:
+// such a node keeps the entry it has (for instance from before a restart of the
+// recommender) and gets none otherwise. Nodes missing from recs lose their entry.
+//
+// Nodes stay in their slice (sticky, as EndpointSlices): a node without an
+// entry goes to the first slice with room, in the order of the slices' names,
+// and new slices are made only when all are full. A slice is rewritten only when
+// its content changes, and deleted when it holds no node.
+func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[string]*vpa_types.RecommendedPodResources) Plan {
+	existing = slices.Clone(existing)
+	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
+
+	var plan Plan
+	placed := map[string]bool{}
+	var open []*vpa_alpha.VerticalPodAutoscalerSlice // slices of the result, in order
+	var changed []bool
+	for _, old := range existing {
+		s := old.DeepCopy()
+		s.Nodes = s.Nodes[:0]
+		for _, entry := range old.Nodes {
+			rec, live := recs[entry.NodeName]
+			if !live || placed[entry.NodeName] {
+				continue
+			}
+			placed[entry.NodeName] = true
+			if rec != nil {
+				entry = vpa_alpha.NodeRecommendation{NodeName: entry.NodeName, Recommendation: *rec}
+			}
+			s.Nodes = append(s.Nodes, entry)
+		}
+		open = append(open, s)
+		changed = append(changed, !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0))
+	}
+
+	var newNodes []string
+	for node, rec := range recs {
+		if rec != nil && !placed[node] {
+			newNodes = append(newNodes, node)
+		}
+	}
+	sort.Strings(newNodes)
+	i := 0
+	for _, node := range newNodes {
+		for i < len(open) && len(open[i].Nodes) >= vpa_alpha.MaxNodesPerSlice {
+			i++
+		}
+		if i == len(open) {
+			open = append(open, newSlice(vpa))
+			changed = append(changed, true)
+		}
+		open[i].Nodes = append(open[i].Nodes, vpa_alpha.NodeRecommendation{NodeName: node, Recommendation: *recs[node]})
+		changed[i] = true
+	}
+
+	for i, s := range open {
+		switch {
+		case len(s.Nodes) == 0 && s.Name != "":
+			plan.Delete = append(plan.Delete, s)
+		case len(s.Nodes) == 0:
+		case s.Name == "":
+			plan.Create = append(plan.Create, s)
+		case changed[i]:
+			plan.Update = append(plan.Update, s)
+		}
+	}
+	return plan
+}
+
+func newSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutoscalerSlice {
+	return &vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: vpa.Name + "-",
+			Namespace:    vpa.Namespace,
+			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         vpa_types.SchemeGroupVersion.String(),
+				Kind:               "VerticalPodAutoscaler",
+				Name:               vpa.Name,
+				UID:                vpa.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(false),
+			}},
+		},
+		VPAName: vpa.Name,
+	}
+}
+
+// Writer writes the slices of VPAs with scope node.
+type Writer struct {
+	Client vpa_alpha_client.VerticalPodAutoscalerSlicesGetter
+}
+
+// Write brings the slices of the VPA in line with recs (see PlanSlices). It
+// reads the VPA's current slices from the API server rather than from a cache,
+// so that a slice it created in the previous loop is never created twice.
+func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (Plan, error) {
+	client := w.Client.VerticalPodAutoscalerSlices(vpa.Namespace)
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa.Name}.String()})
+	if err != nil {
+		return Plan{}, err
+	}
+	var existing []*vpa_alpha.VerticalPodAutoscalerSlice
+	for i := range list.Items {
+		if s := &list.Items[i]; s.VPAName == vpa.Name {
+			existing = append(existing, s)
+		}
+	}
+	plan := PlanSlices(vpa, existing, recs)
+	var errs []error
+	for _, s := range plan.Delete {
+		errs = append(errs, client.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}))
+	}
+	for _, s := range plan.Update {
+		_, err := client.Update(ctx, s, metav1.UpdateOptions{})
+		errs = append(errs, err)
+	}
+	for _, s := range plan.Create {
+		_, err := client.Create(ctx, s, metav1.CreateOptions{})
+		errs = append(errs, err)
+	}
+	return plan, errors.Join(errs...)
+}

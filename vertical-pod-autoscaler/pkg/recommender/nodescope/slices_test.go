@@ -1,0 +1,140 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodescope
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+)
+
+func rec(milli int64) *vpa_types.RecommendedPodResources {
+	return &vpa_types.RecommendedPodResources{ContainerRecommendations: []vpa_types.RecommendedContainerResources{{
+		ContainerName: "agent",
+		Target:        corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)},
+	}}}
+}
+
+func nodeRecs(n int, milli int64) map[string]*vpa_types.RecommendedPodResources {
+	recs := map[string]*vpa_types.RecommendedPodResources{}
+	for i := range n {
+		recs[fmt.Sprintf("node-%04d", i)] = rec(milli)
+	}
+	return recs
+}
+
+var testVPA = &vpa_types.VerticalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "uid"}}
+
+// apply plays a plan against the current slices, as the API server would.
+func apply(current []*vpa_alpha.VerticalPodAutoscalerSlice, plan Plan) []*vpa_alpha.VerticalPodAutoscalerSlice {
+	byName := map[string]*vpa_alpha.VerticalPodAutoscalerSlice{}
+	for _, s := range current {
+		byName[s.Name] = s
+	}
+	for _, s := range plan.Delete {
+		delete(byName, s.Name)
+	}
+	for _, s := range plan.Update {
+		byName[s.Name] = s
+	}
+	for i, s := range plan.Create {
+		s = s.DeepCopy()
+		s.Name = fmt.Sprintf("%s%d-%d", s.GenerateName, len(byName), i)
+		byName[s.Name] = s
+	}
+	var out []*vpa_alpha.VerticalPodAutoscalerSlice
+	for _, s := range byName {
+		out = append(out, s)
+	}
+	return out
+}
+
+func nodesIn(slices []*vpa_alpha.VerticalPodAutoscalerSlice) map[string]string {
+	nodes := map[string]string{}
+	for _, s := range slices {
+		for _, n := range s.Nodes {
+			nodes[n.NodeName] = s.Name
+		}
+	}
+	return nodes
+}
+
+func TestPlanSlices(t *testing.T) {
+	plan := PlanSlices(testVPA, nil, nodeRecs(250, 100))
+	if len(plan.Create) != 3 || len(plan.Update)+len(plan.Delete) != 0 {
+		t.Fatalf("250 new nodes: %d creates, %d updates, %d deletes; want 3 creates", len(plan.Create), len(plan.Update), len(plan.Delete))
+	}
+	for _, s := range plan.Create {
+		if len(s.Nodes) > vpa_alpha.MaxNodesPerSlice || s.VPAName != "agent" || s.Labels[vpa_alpha.VPANameLabel] != "agent" ||
+			len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != "uid" {
+			t.Errorf("slice %+v", s.ObjectMeta)
+		}
+	}
+	slices := apply(nil, plan)
+	before := nodesIn(slices)
+
+	if plan := PlanSlices(testVPA, slices, nodeRecs(250, 100)); plan.Writes() != 0 {
+		t.Errorf("unchanged recommendations: %d writes, want none", plan.Writes())
+	}
+
+	changed := nodeRecs(250, 100)
+	changed["node-0007"] = rec(300)
+	plan = PlanSlices(testVPA, slices, changed)
+	if plan.Writes() != 1 || len(plan.Update) != 1 || plan.Update[0].Name != before["node-0007"] {
+		t.Errorf("one node changed: %d writes, want one update of %s", plan.Writes(), before["node-0007"])
+	}
+
+	// A node without enough history keeps its entry; a new one gets none.
+	insufficient := nodeRecs(250, 100)
+	insufficient["node-0008"] = nil
+	insufficient["node-9999"] = nil
+	if plan := PlanSlices(testVPA, slices, insufficient); plan.Writes() != 0 {
+		t.Errorf("nodes without enough history: %d writes, want none", plan.Writes())
+	}
+
+	// Nodes go: their slices are rewritten, the others are not; a node that
+	// comes takes the free room of the first slice; the rest stay where they are.
+	fewer := nodeRecs(250, 100)
+	delete(fewer, "node-0003")
+	delete(fewer, "node-0004")
+	fewer["node-0250"] = rec(100)
+	plan = PlanSlices(testVPA, slices, fewer)
+	if plan.Writes() != 1 {
+		t.Errorf("two nodes gone and one new: %d writes, want 1 (the slice of the gone nodes takes the new one)", plan.Writes())
+	}
+	after := nodesIn(apply(slices, plan))
+	for node, slice := range after {
+		if was, found := before[node]; found && was != slice {
+			t.Errorf("node %s moved from slice %s to %s", node, was, slice)
+		}
+	}
+	if len(after) != 249 || after["node-0250"] != before["node-0003"] {
+		t.Errorf("got %d nodes, node-0250 in %q; want 249 and the slice of node-0003 %q", len(after), after["node-0250"], before["node-0003"])
+	}
+
+	// All nodes of the last slice go: it is deleted.
+	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100))
+	if len(plan.Delete) != 1 || plan.Writes() != 1 {
+		t.Errorf("the last 50 nodes gone: %d deletes, %d writes; want one delete", len(plan.Delete), plan.Writes())
+	}
+}

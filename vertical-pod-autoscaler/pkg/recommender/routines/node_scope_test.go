@@ -1,0 +1,276 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package routines
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	recommender_config "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/config"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/logic"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
+)
+
+// nodeScopeFixture is a recommender with one DaemonSet VPA and one pod (two
+// containers) per node, fed with samples.
+type nodeScopeFixture struct {
+	r        *recommender
+	cluster  model.ClusterState
+	apiVPA   *vpa_types.VerticalPodAutoscaler
+	selector labels.Selector
+}
+
+func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.PodResourcePolicy) *nodeScopeFixture {
+	cfg := recommender_config.DefaultRecommenderConfig()
+	apiVPA := &vpa_types.VerticalPodAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling.k8s.io/v1", Kind: "VerticalPodAutoscaler"},
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "vpa-uid"},
+		Spec: vpa_types.VerticalPodAutoscalerSpec{
+			TargetRef:      &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
+			Scope:          scope,
+			ResourcePolicy: policy,
+		},
+	}
+	client := vpa_fake.NewSimpleClientset(apiVPA) //nolint:staticcheck // as the other tests of this package
+	// The fake clientset does not generate names, the API server does.
+	generated := 0
+	client.PrependReactor("create", "verticalpodautoscalerslices", func(action core.Action) (bool, runtime.Object, error) {
+		obj := action.(core.CreateAction).GetObject().(metav1.Object)
+		if obj.GetName() == "" {
+			generated++
+			obj.SetName(fmt.Sprintf("%s%05d", obj.GetGenerateName(), generated))
+		}
+		return false, nil, nil
+	})
+	cluster := model.NewClusterState(time.Minute)
+	selector := labels.SelectorFromSet(labels.Set{"app": "agent"})
+	if err := cluster.AddOrUpdateVpa(apiVPA, selector); err != nil {
+		t.Fatal(err)
+	}
+	cluster.SetObservedVPAs([]*vpa_types.VerticalPodAutoscaler{apiVPA})
+	r := RecommenderFactory{
+		ClusterState: cluster,
+		VpaClient:    client.AutoscalingV1(),
+		PodResourceRecommender: logic.CreatePodResourceRecommender(logic.RecommendationConfig{
+			SafetyMarginFraction:       cfg.SafetyMarginFraction,
+			PodMinCPUMillicores:        cfg.PodMinCPUMillicores,
+			PodMinMemoryMb:             cfg.PodMinMemoryMb,
+			TargetCPUPercentile:        cfg.TargetCPUPercentile,
+			LowerBoundCPUPercentile:    cfg.LowerBoundCPUPercentile,
+			UpperBoundCPUPercentile:    cfg.UpperBoundCPUPercentile,
+			ConfidenceIntervalCPU:      cfg.ConfidenceIntervalCPU,
+			TargetMemoryPercentile:     cfg.TargetMemoryPercentile,
+			LowerBoundMemoryPercentile: cfg.LowerBoundMemoryPercentile,
+			UpperBoundMemoryPercentile: cfg.UpperBoundMemoryPercentile,
+			ConfidenceIntervalMemory:   cfg.ConfidenceIntervalMemory,
+		}),
+		RecommendationFormat:         logic.RecommendationFormat{RoundCPUMillicores: 1, RoundMemoryBytes: 1},
+		RecommendationPostProcessors: []RecommendationPostProcessor{NewCappingRecommendationProcessor(nil)},
+		UpdateWorkerCount:            1,
+		NodeScopeWriter:              &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
+	}.Make().(*recommender)
+	return &nodeScopeFixture{r: r, cluster: cluster, apiVPA: apiVPA, selector: selector}
+}
+
+// addPod adds the DaemonSet's pod on a node, as the cluster feeder does.
+func (f *nodeScopeFixture) addPod(t testing.TB, node string) {
+	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	f.cluster.AddOrUpdatePod(podID, model.ScopedPodLabels(f.cluster, podID, map[string]string{"app": "agent"}, node), corev1.PodRunning)
+	for _, c := range []string{"agent", "sidecar"} {
+		if err := f.cluster.AddOrUpdateContainer(model.ContainerID{PodID: podID, ContainerName: c}, model.Resources{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// feed adds one sample per minute over the given span, ending now, for both
+// containers of the pod on the node.
+func (f *nodeScopeFixture) feed(t testing.TB, node string, cores float64, memBytes float64, span time.Duration) {
+	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	now := time.Now()
+	for at := now.Add(-span); !at.After(now); at = at.Add(time.Minute) {
+		for _, c := range []string{"agent", "sidecar"} {
+			id := model.ContainerID{PodID: podID, ContainerName: c}
+			for _, s := range []model.ContainerUsageSample{
+				{MeasureStart: at, Usage: model.CPUAmountFromCores(cores), Resource: model.ResourceCPU},
+				{MeasureStart: at, Usage: model.MemoryAmountFromBytes(memBytes), Resource: model.ResourceMemory},
+			} {
+				if err := f.cluster.AddSample(&model.ContainerUsageSampleWithKey{ContainerUsageSample: s, Container: id}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func (f *nodeScopeFixture) slices(t testing.TB) map[string]vpa_types.RecommendedPodResources {
+	list, err := f.r.nodeScopeWriter.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]vpa_types.RecommendedPodResources{}
+	for _, s := range list.Items {
+		for _, n := range s.Nodes {
+			nodes[n.NodeName] = n.Recommendation
+		}
+	}
+	return nodes
+}
+
+func targetOf(rec vpa_types.RecommendedPodResources, container string, res corev1.ResourceName) resource.Quantity {
+	for _, c := range rec.ContainerRecommendations {
+		if c.ContainerName == container {
+			return c.Target[res]
+		}
+	}
+	return resource.Quantity{}
+}
+
+func TestNodeScopedRecommendations(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	f.addPod(t, "busy")
+	f.addPod(t, "quiet")
+	f.addPod(t, "new")
+	f.feed(t, "busy", 2, 2e9, 2*time.Hour)
+	f.feed(t, "quiet", 0.1, 1e8, 2*time.Hour)
+	f.feed(t, "new", 4, 4e9, 10*time.Minute) // less than MinNodeHistory
+
+	f.r.UpdateVPAs()
+
+	nodes := f.slices(t)
+	if len(nodes) != 2 {
+		t.Fatalf("got recommendations for %d nodes, want busy and quiet: %v", len(nodes), nodes)
+	}
+	if _, found := nodes["new"]; found {
+		t.Errorf("node new has %v of history, less than %v, but got its own recommendation", 10*time.Minute, MinNodeHistory)
+	}
+	busy, quiet := nodes["busy"], nodes["quiet"]
+	for _, c := range []string{"agent", "sidecar"} {
+		b, q := targetOf(busy, c, corev1.ResourceCPU), targetOf(quiet, c, corev1.ResourceCPU)
+		if b.Cmp(q) <= 0 {
+			t.Errorf("%s: cpu target on the busy node %s is not above the quiet node's %s", c, b.String(), q.String())
+		}
+		// The usage differs by 20 times; the targets reflect it (the quiet node is at the 25m minimum or near).
+		if b.MilliValue() < 2000 || q.MilliValue() > 200 {
+			t.Errorf("%s: cpu targets busy %s, quiet %s; want >= 2 cores and <= 200m", c, b.String(), q.String())
+		}
+		bm, qm := targetOf(busy, c, corev1.ResourceMemory), targetOf(quiet, c, corev1.ResourceMemory)
+		if bm.Value() < 2e9 || qm.Value() > 5e8 {
+			t.Errorf("%s: memory targets busy %s, quiet %s", c, bm.String(), qm.String())
+		}
+	}
+
+	// The VPA's own recommendation stays the DaemonSet-wide one (all nodes).
+	vpa, err := f.r.vpaClient.VerticalPodAutoscalers("default").Get(context.TODO(), "agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vpa.Status.Recommendation == nil {
+		t.Fatal("the VPA has no DaemonSet-wide recommendation")
+	}
+	wide := targetOf(*vpa.Status.Recommendation, "agent", corev1.ResourceCPU)
+	if q := targetOf(quiet, "agent", corev1.ResourceCPU); wide.Cmp(q) <= 0 {
+		t.Errorf("the DaemonSet-wide cpu target %s is not above the quiet node's %s", wide.String(), q.String())
+	}
+
+	// A second loop without new samples writes nothing.
+	client := f.r.nodeScopeWriter.(*nodescope.Writer).Client
+	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
+		NodeRecommendations(f.cluster, f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}], f.apiVPA,
+			f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
+	if err != nil || plan.Writes() != 0 {
+		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
+	}
+
+	// The pod of node busy goes away: its entry goes with it.
+	f.cluster.DeletePod(model.PodID{Namespace: "default", PodName: "agent-busy"})
+	f.r.UpdateVPAs()
+	nodes = f.slices(t)
+	if _, found := nodes["busy"]; found || len(nodes) != 1 {
+		t.Errorf("after the pod on busy is gone: nodes %v, want quiet only", nodes)
+	}
+}
+
+func TestNodeScopedRecommendationsHonourPolicy(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	off := vpa_types.ContainerScalingModeOff
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, &vpa_types.PodResourcePolicy{ContainerPolicies: []vpa_types.ContainerResourcePolicy{
+		{ContainerName: "agent", MaxAllowed: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		{ContainerName: "sidecar", Mode: &off},
+	}})
+	f.addPod(t, "busy")
+	f.feed(t, "busy", 2, 2e9, 2*time.Hour)
+	f.r.UpdateVPAs()
+	rec, found := f.slices(t)["busy"]
+	if !found {
+		t.Fatal("no recommendation for node busy")
+	}
+	if len(rec.ContainerRecommendations) != 1 || rec.ContainerRecommendations[0].ContainerName != "agent" {
+		t.Fatalf("got containers %v, want agent only (sidecar is Off)", rec.ContainerRecommendations)
+	}
+	if cpu := targetOf(rec, "agent", corev1.ResourceCPU); cpu.MilliValue() != 500 {
+		t.Errorf("cpu target %s, want the maxAllowed 500m", cpu.String())
+	}
+	if u := rec.ContainerRecommendations[0].UncappedTarget[corev1.ResourceCPU]; u.MilliValue() < 2000 {
+		t.Errorf("uncapped cpu target %s, want >= 2", u.String())
+	}
+}
+
+func TestNodeScopeOffWritesNoSlices(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gate  bool
+		scope vpa_types.VerticalPodAutoscalerScope
+	}{
+		{name: "gate off", gate: false, scope: vpa_types.ScopeNode},
+		{name: "no scope", gate: true, scope: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
+			f := newNodeScopeFixture(t, tc.scope, nil)
+			for i := range 3 {
+				f.addPod(t, fmt.Sprintf("node-%d", i))
+				f.feed(t, fmt.Sprintf("node-%d", i), float64(i+1), 1e9, 2*time.Hour)
+			}
+			f.r.UpdateVPAs()
+			if nodes := f.slices(t); len(nodes) != 0 {
+				t.Errorf("got per-node recommendations %v, want none", nodes)
+			}
+			// All pods share one aggregation per container, as upstream.
+			if n := f.cluster.StateMapSize(); n != 2 {
+				t.Errorf("%d aggregations, want 2 (one per container)", n)
+			}
+		})
+	}
+}
+
