@@ -1,0 +1,167 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package nodescope gives the admission controller and the updater the
+// recommendation of a pod's node for VerticalPodAutoscalers with scope node.
+package nodescope
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/client"
+	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+// NodeIndex indexes slices by namespace/vpaName/nodeName, one key per node.
+const NodeIndex = "vpaNode"
+
+func nodeKey(namespace, vpaName, node string) string {
+	return fmt.Sprintf("%s/%s/%s", namespace, vpaName, node)
+}
+
+// NodeIndexFunc is the cache.IndexFunc of NodeIndex.
+func NodeIndexFunc(obj any) ([]string, error) {
+	s, ok := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		keys = append(keys, nodeKey(s.Namespace, s.VPAName, n.NodeName))
+	}
+	return keys, nil
+}
+
+// PodNode is the node of a pod: spec.nodeName, or before binding the single
+// node a DaemonSet pod is pinned to by its required node affinity
+// (matchFields metadata.name In [node], which the DaemonSet controller sets).
+func PodNode(pod *corev1.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	node := ""
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key != "metadata.name" || f.Operator != corev1.NodeSelectorOpIn || len(f.Values) != 1 {
+				continue
+			}
+			if node != "" && node != f.Values[0] {
+				return "" // terms name different nodes: not pinned to one
+			}
+			node = f.Values[0]
+		}
+	}
+	return node
+}
+
+// Lookup finds the per-node recommendations in an indexer of slices.
+type Lookup struct {
+	Indexer cache.Indexer
+}
+
+// NodeRecommendation returns the recommendation the slices of the VPA hold for
+// the node, or nil.
+func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
+	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.Namespace, vpa.Name, node))
+	if err != nil {
+		return nil
+	}
+	for _, obj := range objs {
+		s := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
+		for i := range s.Nodes {
+			if s.Nodes[i].NodeName == node {
+				return &s.Nodes[i].Recommendation
+			}
+		}
+	}
+	return nil
+}
+
+// ForPod returns the VPA as the pod sees it: for a VPA with scope node (and the
+// gate on) whose slices hold an entry for the pod's node, a copy whose
+// status.recommendation is that node's; otherwise the VPA itself, whose
+// recommendation is the DaemonSet-wide one.
+func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
+	if vpa == nil || pod == nil || vpa.Spec.Scope != vpa_types.ScopeNode || !features.Enabled(features.DaemonSetNodeScope) {
+		return vpa
+	}
+	node := PodNode(pod)
+	if node == "" {
+		return vpa
+	}
+	rec := l.NodeRecommendation(vpa, node)
+	if rec == nil {
+		return vpa
+	}
+	scoped := vpa.DeepCopy()
+	scoped.Status.Recommendation = rec.DeepCopy()
+	return scoped
+}
+
+// RecommendationProcessor applies the recommendation of the pod's node (see
+// Lookup.ForPod) with another processor, so that resource policy, limit
+// ranges and update mode apply to it as to any recommendation.
+type RecommendationProcessor struct {
+	Inner  vpa_api_util.RecommendationProcessor
+	Lookup *Lookup
+}
+
+// Apply implements vpa_api_util.RecommendationProcessor.
+func (p *RecommendationProcessor) Apply(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) (*vpa_types.RecommendedPodResources, vpa_api_util.ContainerToAnnotationsMap, error) {
+	return p.Inner.Apply(p.Lookup.ForPod(vpa, pod), pod)
+}
+
+// NewLookup starts an informer over the slices (in namespace, or all when
+// empty) and waits for it to sync.
+func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) *Lookup {
+	store, controller := cache.NewInformerWithOptions(cache.InformerOptions{
+		ObjectType:    &vpa_alpha.VerticalPodAutoscalerSlice{},
+		ListerWatcher: cache.NewListWatchFromClient(vpaClient.AutoscalingV1alpha1().RESTClient(), "verticalpodautoscalerslices", namespace, fields.Everything()),
+		Handler:       &cache.ResourceEventHandlerFuncs{},
+		ResyncPeriod:  time.Hour,
+		Indexers:      cache.Indexers{NodeIndex: NodeIndexFunc},
+		Transform:     client.StripManagedFields,
+	})
+	go controller.Run(stopCh)
+	if !cache.WaitForCacheSync(stopCh, controller.HasSynced) {
+		klog.ErrorS(nil, "Failed to sync the VerticalPodAutoscalerSlice cache")
+	}
+	return &Lookup{Indexer: store.(cache.Indexer)}
+}
+
+// WrapRecommendationProcessor returns inner wrapped in a RecommendationProcessor
+// fed by a new Lookup when the DaemonSetNodeScope gate is on, and inner itself
+// otherwise (then no slice is ever read).
+func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) vpa_api_util.RecommendationProcessor {
+	if !features.Enabled(features.DaemonSetNodeScope) {
+		return inner
+	}
+	return &RecommendationProcessor{Inner: inner, Lookup: NewLookup(vpaClient, namespace, stopCh)}
+}

@@ -1,0 +1,214 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodescope
+
+import (
+	"testing"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+func podResources(cpu, memory string) *vpa_types.RecommendedPodResources {
+	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+	return &vpa_types.RecommendedPodResources{ContainerRecommendations: []vpa_types.RecommendedContainerResources{{
+		ContainerName: "agent", Target: r, LowerBound: r, UpperBound: r, UncappedTarget: r,
+	}}}
+}
+
+func daemonSetVPA(scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.PodResourcePolicy) *vpa_types.VerticalPodAutoscaler {
+	return &vpa_types.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
+		Spec: vpa_types.VerticalPodAutoscalerSpec{
+			TargetRef:      &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
+			Scope:          scope,
+			ResourcePolicy: policy,
+		},
+		Status: vpa_types.VerticalPodAutoscalerStatus{Recommendation: podResources("300m", "300Mi")}, // DaemonSet-wide
+	}
+}
+
+func lookup(t *testing.T) *Lookup {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
+	for _, s := range []*vpa_alpha.VerticalPodAutoscalerSlice{
+		{ObjectMeta: metav1.ObjectMeta{Name: "agent-a", Namespace: "default"}, VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+			{NodeName: "busy", Recommendation: *podResources("2", "2Gi")},
+			{NodeName: "quiet", Recommendation: *podResources("50m", "64Mi")},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "agent-b", Namespace: "default"}, VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+			{NodeName: "third", Recommendation: *podResources("700m", "1Gi")},
+		}},
+		// Another VPA's slice, for the same node name.
+		{ObjectMeta: metav1.ObjectMeta{Name: "other-a", Namespace: "default"}, VPAName: "other", Nodes: []vpa_alpha.NodeRecommendation{
+			{NodeName: "quiet", Recommendation: *podResources("9", "9Gi")},
+		}},
+	} {
+		if err := indexer.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Lookup{Indexer: indexer}
+}
+
+// daemonSetPod is a pod as the DaemonSet controller creates it: pinned to its
+// node by required node affinity, and bound (nodeName) only by the scheduler.
+func daemonSetPod(node string, bound bool) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-x", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}},
+				}}},
+			}}},
+			Containers: []corev1.Container{{Name: "agent", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("200Mi")},
+			}}},
+		},
+	}
+	if bound {
+		pod.Spec.NodeName = node
+		pod.Spec.Affinity = nil
+	}
+	return pod
+}
+
+func TestPodNode(t *testing.T) {
+	twoNodes := daemonSetPod("a", false)
+	twoNodes.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = append(
+		twoNodes.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms,
+		corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}})
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"bound":                    {pod: daemonSetPod("n1", true), want: "n1"},
+		"pinned by affinity":       {pod: daemonSetPod("n1", false), want: "n1"},
+		"no node":                  {pod: &corev1.Pod{}, want: ""},
+		"affinity names two nodes": {pod: twoNodes, want: ""},
+	} {
+		if got := PodNode(tc.pod); got != tc.want {
+			t.Errorf("%s: PodNode = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestForPod(t *testing.T) {
+	l := lookup(t)
+	for _, tc := range []struct {
+		name    string
+		gate    bool
+		scope   vpa_types.VerticalPodAutoscalerScope
+		pod     *corev1.Pod
+		wantCPU string
+	}{
+		{name: "bound pod on busy", gate: true, scope: vpa_types.ScopeNode, pod: daemonSetPod("busy", true), wantCPU: "2"},
+		{name: "pod pinned to quiet, before binding", gate: true, scope: vpa_types.ScopeNode, pod: daemonSetPod("quiet", false), wantCPU: "50m"},
+		{name: "node in the second slice", gate: true, scope: vpa_types.ScopeNode, pod: daemonSetPod("third", true), wantCPU: "700m"},
+		{name: "node without an entry: DaemonSet-wide", gate: true, scope: vpa_types.ScopeNode, pod: daemonSetPod("new", true), wantCPU: "300m"},
+		{name: "pod without a node: DaemonSet-wide", gate: true, scope: vpa_types.ScopeNode, pod: &corev1.Pod{}, wantCPU: "300m"},
+		{name: "no scope", gate: true, scope: "", pod: daemonSetPod("busy", true), wantCPU: "300m"},
+		{name: "gate off", gate: false, scope: vpa_types.ScopeNode, pod: daemonSetPod("busy", true), wantCPU: "300m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
+			vpa := daemonSetVPA(tc.scope, nil)
+			got := l.ForPod(vpa, tc.pod).Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]
+			if got.Cmp(resource.MustParse(tc.wantCPU)) != 0 {
+				t.Errorf("cpu target %s, want %s", got.String(), tc.wantCPU)
+			}
+			if vpa.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() != "300m" {
+				t.Error("ForPod changed the VPA it was given")
+			}
+		})
+	}
+}
+
+// TestAdmissionRecommendation runs the admission controller's recommendation
+// provider with the wrapped processor: the pod of each node gets that node's
+// requests, within the resource policy, and limits in proportion.
+func TestAdmissionRecommendation(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	provider := recommendation.NewProvider(limitrange.NewNoopLimitsCalculator(),
+		&RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: lookup(t)})
+	requestsOnly := vpa_types.ContainerControlledValuesRequestsOnly
+	for _, tc := range []struct {
+		name                 string
+		policy               *vpa_types.PodResourcePolicy
+		node                 string
+		wantCPU, wantMem     string
+		wantCPULimit, wantML string
+	}{
+		{name: "busy", node: "busy", wantCPU: "2", wantMem: "2Gi", wantCPULimit: "4", wantML: "4Gi"},
+		{name: "quiet", node: "quiet", wantCPU: "50m", wantMem: "64Mi", wantCPULimit: "100m", wantML: "128Mi"},
+		{name: "new node: DaemonSet-wide", node: "new", wantCPU: "300m", wantMem: "300Mi", wantCPULimit: "600m", wantML: "600Mi"},
+		{name: "busy, capped by maxAllowed", node: "busy",
+			policy: &vpa_types.PodResourcePolicy{ContainerPolicies: []vpa_types.ContainerResourcePolicy{{
+				ContainerName: "agent", MaxAllowed: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}}},
+			wantCPU: "1", wantMem: "2Gi", wantCPULimit: "2", wantML: "4Gi"},
+		{name: "busy, requests only: capped at the pod's limits, which stay", node: "busy",
+			policy: &vpa_types.PodResourcePolicy{ContainerPolicies: []vpa_types.ContainerResourcePolicy{{
+				ContainerName: "agent", ControlledValues: &requestsOnly,
+			}}},
+			wantCPU: "200m", wantMem: "200Mi", wantCPULimit: "", wantML: ""},
+		{name: "quiet, requests only", node: "quiet",
+			policy: &vpa_types.PodResourcePolicy{ContainerPolicies: []vpa_types.ContainerResourcePolicy{{
+				ContainerName: "agent", ControlledValues: &requestsOnly,
+			}}},
+			wantCPU: "50m", wantMem: "64Mi", wantCPULimit: "", wantML: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resources, _, err := provider.GetContainersResourcesForPod(daemonSetPod(tc.node, false), daemonSetVPA(vpa_types.ScopeNode, tc.policy))
+			if err != nil || len(resources) != 1 {
+				t.Fatalf("resources %v, err %v", resources, err)
+			}
+			r := resources[0]
+			check := func(what string, got resource.Quantity, found bool, want string) {
+				if want == "" {
+					if found {
+						t.Errorf("%s set to %s, want unset", what, got.String())
+					}
+					return
+				}
+				if !found || got.Cmp(resource.MustParse(want)) != 0 {
+					t.Errorf("%s = %s, want %s", what, got.String(), want)
+				}
+			}
+			cpu, okc := r.Requests[corev1.ResourceCPU]
+			mem, okm := r.Requests[corev1.ResourceMemory]
+			cpuL, okcl := r.Limits[corev1.ResourceCPU]
+			memL, okml := r.Limits[corev1.ResourceMemory]
+			check("cpu request", cpu, okc, tc.wantCPU)
+			check("memory request", mem, okm, tc.wantMem)
+			check("cpu limit", cpuL, okcl, tc.wantCPULimit)
+			check("memory limit", memL, okml, tc.wantML)
+		})
+	}
+}
