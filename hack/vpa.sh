@@ -11,6 +11,7 @@
 #                    the series adds off (the defaults) and then on; go test -json
 #                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
 #                    and autoscaler-gates-on.json
+#   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -67,13 +68,19 @@ gates() {
   sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' patches/autoscaler/*/upstream.patch | sort -u | paste -sd, -
 }
 
-unit() {
-  local dest=${1:-$TESTOUT} pkgs g tmp overlay="" i=0 dir name path skip
+gates_off() {
+  local dest=${1:-$TESTOUT} pkgs
   mkdir -p "$dest"
   pkgs=$("$SERIES" touched autoscaler)
   echo "== unit tests: autoscaler, gates at their defaults ($(wc -w <<<"$pkgs") packages)"
   (cd "$TREE" && go test -count=1 -json $pkgs) >"$dest/autoscaler-gates-off.json" 2>&1 || :
   "$SUMMARY" "$dest/autoscaler-gates-off.json" | tail -n 1
+}
+
+gates_on() {
+  local dest=${1:-$TESTOUT} pkgs g tmp overlay="" i=0 dir name path skip
+  mkdir -p "$dest"
+  pkgs=$("$SERIES" touched autoscaler)
   g=$(gates)
   [ -n "$g" ] || return 0
   echo "== unit tests: autoscaler with $g"
@@ -102,6 +109,7 @@ unit() {
 case ${1:-build} in
   build) tree && build && crds ;;
   crds) tree && crds ;;
-  test) tree && unit "${2:-}" ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]]" >&2; exit 2 ;;
+  test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
+  gates-on) tree && gates_on "${2:-}" ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]]" >&2; exit 2 ;;
 esac

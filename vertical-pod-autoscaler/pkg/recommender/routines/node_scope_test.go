@@ -273,4 +273,3 @@ func TestNodeScopeOffWritesNoSlices(t *testing.T) {
 		})
 	}
 }
-
