@@ -40,10 +40,23 @@ import (
 // gate here reports every check made since the process started, flag parsing
 // included.
 func Start(ctx context.Context, client kubernetes.Interface, component, instance string) {
+	start(ctx, client, reporting.DefaultOptions(metav1.NamespaceSystem, component, instance))
+}
+
+// StartAPIServer is Start for kube-apiserver, which reports every feature it
+// knows, checked or not: the server flow compares the kube-apiservers'
+// configured values.
+func StartAPIServer(ctx context.Context, client kubernetes.Interface, identity string) {
+	opts := reporting.DefaultOptions(metav1.NamespaceSystem, "kube-apiserver", identity)
+	opts.AllFeatures = true
+	start(ctx, client, opts)
+}
+
+func start(ctx context.Context, client kubernetes.Interface, opts reporting.Options) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) {
 		return
 	}
-	reporting.NewGate(utilfeature.DefaultMutableFeatureGate).Start(ctx, client, reporting.DefaultOptions(metav1.NamespaceSystem, component, instance))
+	reporting.NewGate(utilfeature.DefaultMutableFeatureGate).Start(ctx, client, opts)
 }
 
 // StartOnHost is Start with this host's name as the instance, for components

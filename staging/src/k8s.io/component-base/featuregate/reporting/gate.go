@@ -20,6 +20,9 @@ limitations under the License.
 package reporting
 
 import (
+	"slices"
+	"strings"
+
 	"k8s.io/component-base/featuregate"
 )
 
@@ -65,5 +68,17 @@ func (g *Gate) Uses() []Use {
 	for _, key := range queried {
 		uses = append(uses, Use{Feature: key, Value: g.MutableVersionedFeatureGate.Enabled(key)})
 	}
+	return uses
+}
+
+// AllUses returns every feature the gate knows, checked or not, sorted, with
+// its value: the gate's whole configuration.
+func (g *Gate) AllUses() []Use {
+	all := g.MutableVersionedFeatureGate.GetAll()
+	uses := make([]Use, 0, len(all))
+	for key := range all {
+		uses = append(uses, Use{Feature: key, Value: g.MutableVersionedFeatureGate.Enabled(key)})
+	}
+	slices.SortFunc(uses, func(a, b Use) int { return strings.Compare(string(a.Feature), string(b.Feature)) })
 	return uses
 }

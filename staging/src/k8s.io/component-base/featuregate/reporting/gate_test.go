@@ -83,3 +83,20 @@ func BenchmarkEnabled(b *testing.B) {
 		})
 	}
 }
+
+func TestGateAllUsesListsEveryFeature(t *testing.T) {
+	g := NewGate(newTestGate(t))
+	if err := g.Set("AlphaFeature=true"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[featuregate.Feature]bool{}
+	for _, use := range g.AllUses() {
+		got[use.Feature] = use.Value
+	}
+	if v, ok := got[alphaFeature]; !ok || !v {
+		t.Errorf("AllUses lacks %s=true, checked or not: %v", alphaFeature, got)
+	}
+	if v, ok := got[unchecked]; !ok || !v {
+		t.Errorf("AllUses lacks the unchecked %s=true: %v", unchecked, got)
+	}
+}

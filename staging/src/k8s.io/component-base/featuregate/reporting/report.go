@@ -58,6 +58,10 @@ type Options struct {
 	CheckInterval time.Duration
 	// Resync is the informer's resync period.
 	Resync time.Duration
+	// AllFeatures reports every feature the gate knows, checked or not.
+	// kube-apiserver does: its values are its configuration, which the server
+	// flow compares across kube-apiservers.
+	AllFeatures bool
 }
 
 // DefaultOptions returns the options of a component's reporting.
@@ -186,7 +190,11 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 // missing returns the uses the Feature objects in the cache lack.
 func (r *reporter) missing() []Use {
 	var missing []Use
-	for _, use := range r.gate.Uses() {
+	uses := r.gate.Uses
+	if r.opts.AllFeatures {
+		uses = r.gate.AllUses
+	}
+	for _, use := range uses() {
 		f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
 		if err != nil {
 			// Not announced (yet): kube-apiserver creates the Features it knows.

@@ -1,0 +1,369 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package featurelifecycle is KEP-3920's server flow: kube-apiserver
+// announces the features it knows as Feature objects and drives each one to a
+// clean On or Off, through TurningOn or TurningOff and the tasks of the
+// transition. Every kube-apiserver runs the loop; each Feature is handled by
+// one of them, picked by rendezvous hashing over the live apiserver identity
+// leases, so no election traffic is needed.
+package featurelifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
+	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	featureslisters "k8s.io/client-go/listers/features/v1alpha1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Config says which kube-apiserver runs the loop and how.
+type Config struct {
+	// Namespace holds the Features of the gate: kube-system.
+	Namespace string
+	// Identity is this kube-apiserver's identity, the name of its identity lease.
+	Identity string
+	// IdentityLeaseSelector selects the kube-apiserver identity leases in Namespace.
+	IdentityLeaseSelector string
+	// Gate is the feature gate whose features are announced; its values are
+	// the configured ones.
+	Gate featuregate.MutableVersionedFeatureGate
+	// BinaryVersion and EmulationVersion are kube-apiserver's.
+	BinaryVersion, EmulationVersion *version.Version
+	// Tasks are the tasks of the transitions.
+	Tasks *Registry
+	// Liveness is how recently an identity lease must have been renewed for
+	// its kube-apiserver to lead features.
+	Liveness time.Duration
+	// Recheck is how often every Feature is looked at again: leases that
+	// stopped being renewed and tasks that wait cause no event.
+	Recheck time.Duration
+	// UnknownRetention is how many minor versions a Feature unknown to the
+	// binary is kept before it is deleted.
+	UnknownRetention int
+}
+
+// Controller runs the server flow in one kube-apiserver.
+type Controller struct {
+	cfg    Config
+	client kubernetes.Interface
+	clock  clock.Clock
+
+	featureInformer cache.SharedIndexInformer
+	leaseInformer   cache.SharedIndexInformer
+	features        featureslisters.FeatureLister
+	leases          coordinationlisters.LeaseLister
+	queue           workqueue.TypedRateLimitingInterface[string]
+	recorder        events.EventRecorder
+	broadcaster     events.EventBroadcaster
+
+	// known maps the object names of the gate's features to the features.
+	known map[string]featuregate.Feature
+
+	// backoff spaces the runs of a task that failed. It lives in memory: a
+	// restart or a new leader retries at once, which tasks allow.
+	backoff workqueue.TypedRateLimiter[string]
+	mu      sync.Mutex
+	retryAt map[string]time.Time
+	// members and leaders are the live apiservers and the leader of each
+	// Feature as last seen, for the leader change metric.
+	members string
+	leaders map[string]string
+}
+
+// New returns the server flow's controller for one kube-apiserver.
+func New(cfg Config, client kubernetes.Interface) *Controller {
+	registerMetrics()
+	featureInformer := featuresinformers.NewFeatureInformer(client, cfg.Namespace, 0, cache.Indexers{})
+	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(client, cfg.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.LabelSelector = cfg.IdentityLeaseSelector
+	})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	c := &Controller{
+		cfg:             cfg,
+		client:          client,
+		clock:           clock.RealClock{},
+		featureInformer: featureInformer,
+		leaseInformer:   leaseInformer,
+		features:        featureslisters.NewFeatureLister(featureInformer.GetIndexer()),
+		leases:          coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "feature_lifecycle"}),
+		broadcaster: broadcaster,
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, "kube-apiserver"),
+		known:       map[string]featuregate.Feature{},
+		backoff:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+		retryAt:     map[string]time.Time{},
+		leaders:     map[string]string{},
+	}
+	for key := range cfg.Gate.GetAll() {
+		if key != "AllAlpha" && key != "AllBeta" {
+			c.known[objectName(key)] = key
+		}
+	}
+	_, _ = featureInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: func(obj any) { c.enqueue(obj) },
+	})
+	_, _ = leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.membersChanged() },
+		UpdateFunc: func(any, any) { c.membersChanged() },
+		DeleteFunc: func(any) { c.membersChanged() },
+	})
+	return c
+}
+
+func objectName(key featuregate.Feature) string { return strings.ToLower(string(key)) }
+
+func (c *Controller) enqueue(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if f, ok := obj.(*featuresv1alpha1.Feature); ok {
+		c.queue.Add(f.Name)
+	}
+}
+
+// Run runs the loop until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting the feature lifecycle controller", "identity", c.cfg.Identity)
+	defer logger.Info("Shutting down the feature lifecycle controller")
+
+	if err := c.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		logger.Error(err, "Feature lifecycle events are not recorded")
+	}
+	defer c.broadcaster.Shutdown()
+	go c.featureInformer.RunWithContext(ctx)
+	go c.leaseInformer.RunWithContext(ctx)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.featureInformer.HasSynced, c.leaseInformer.HasSynced) {
+		return
+	}
+	go wait.UntilWithContext(ctx, func(context.Context) { c.recheck() }, c.cfg.Recheck)
+	go wait.UntilWithContext(ctx, c.worker, time.Second)
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	requeueAfter, err := c.sync(ctx, name)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing a Feature failed", "feature", klog.KRef(c.cfg.Namespace, name))
+		c.queue.AddRateLimited(name)
+	case requeueAfter > 0:
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, requeueAfter)
+	default:
+		c.queue.Forget(name)
+	}
+	return true
+}
+
+// liveMembers returns the live kube-apiservers.
+func (c *Controller) liveMembers() []string {
+	leases, err := c.leases.List(labels.Everything())
+	if err != nil {
+		leases = nil
+	}
+	return liveAPIServers(leases, c.cfg.Identity, c.clock.Now(), c.cfg.Liveness)
+}
+
+// membersChanged looks at every Feature again when the live apiservers
+// change; lease renewals alone change nothing.
+func (c *Controller) membersChanged() {
+	members := strings.Join(c.liveMembers(), ",")
+	c.mu.Lock()
+	changed := members != c.members
+	c.mu.Unlock()
+	if changed {
+		c.recheck()
+	}
+}
+
+// recheck queues every Feature, known or stored, counts the leaders that
+// changed since the last recheck and refreshes the state gauge.
+func (c *Controller) recheck() {
+	members := c.liveMembers()
+	stored, err := c.features.Features(c.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		stored = nil
+	}
+	names := make(map[string]bool, len(c.known)+len(stored))
+	for name := range c.known {
+		names[name] = true
+	}
+	byState := map[featuresv1alpha1.FeatureState]int{}
+	for _, f := range stored {
+		names[f.Name] = true
+		byState[f.Status.State]++
+	}
+	recordStates(byState)
+
+	c.mu.Lock()
+	c.members = strings.Join(members, ",")
+	for name := range names {
+		leader := leaderOf(name, members)
+		if previous, ok := c.leaders[name]; ok && previous != leader {
+			leaderChanges.Inc()
+		}
+		c.leaders[name] = leader
+	}
+	c.mu.Unlock()
+	for name := range names {
+		c.queue.Add(name)
+	}
+}
+
+// leads reports whether this kube-apiserver leads the named Feature.
+func (c *Controller) leads(name string) bool {
+	return leaderOf(name, c.liveMembers()) == c.cfg.Identity
+}
+
+// sync handles one Feature if this kube-apiserver leads it. It writes at most
+// the Feature's status once, guarded by the resourceVersion it read, plus
+// what the task it runs writes; a conflict is retried from a fresh read.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	if !c.leads(name) {
+		return 0, nil
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	retryAt, waiting := c.retryAt[name]
+	c.mu.Unlock()
+	if waiting && now.Before(retryAt) {
+		return retryAt.Sub(now), nil
+	}
+
+	key, known := c.known[name]
+	f, err := c.features.Features(c.cfg.Namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err) && known:
+		return 0, c.create(ctx, key)
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case !known || f.Spec.FeatureName != string(key):
+		return 0, c.syncUnknown(ctx, f)
+	}
+
+	updated := f.DeepCopy()
+	c.reconcile(updated, key, now)
+	if !statusEqual(&f.Status, &updated.Status) {
+		// Run the task on the written object in the same pass: two servers
+		// that both lead for a moment rewrite the announcer in turn, and the
+		// transition must progress meanwhile.
+		if updated, err = c.writeStatus(ctx, updated); updated == nil || err != nil {
+			return 0, err
+		}
+	}
+	if len(updated.Status.Tasks) == 0 {
+		return 0, nil
+	}
+	return c.runTask(ctx, updated.DeepCopy(), key, now)
+}
+
+func (c *Controller) create(ctx context.Context, key featuregate.Feature) error {
+	_, err := c.client.FeaturesV1alpha1().Features(c.cfg.Namespace).Create(ctx, &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(key), Namespace: c.cfg.Namespace},
+		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: string(key)},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Another apiserver created it, or the cache is behind: the watch brings it.
+		return nil
+	}
+	return err
+}
+
+// writeStatus writes the Feature's status and returns the written object,
+// nil after a conflict: the watch brings the newer object, which is synced
+// again.
+func (c *Controller) writeStatus(ctx context.Context, f *featuresv1alpha1.Feature) (*featuresv1alpha1.Feature, error) {
+	written, err := c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateStatus(ctx, f, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return written, err
+}
+
+// syncUnknown keeps a Feature the binary does not know, after an upgrade
+// removed the feature or a downgrade went back before it, for
+// UnknownRetention minor versions, then deletes it.
+func (c *Controller) syncUnknown(ctx context.Context, f *featuresv1alpha1.Feature) error {
+	mine := c.cfg.BinaryVersion
+	if f.Status.UnknownSinceVersion == "" {
+		updated := f.DeepCopy()
+		updated.Status.UnknownSinceVersion = fmt.Sprintf("%d.%d", mine.Major(), mine.Minor())
+		_, err := c.writeStatus(ctx, updated)
+		return err
+	}
+	since, err := version.ParseGeneric(f.Status.UnknownSinceVersion)
+	if err != nil || since.Major() != mine.Major() || mine.Minor() < since.Minor()+uint(c.cfg.UnknownRetention) {
+		return nil
+	}
+	err = c.client.FeaturesV1alpha1().Features(f.Namespace).Delete(ctx, f.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &f.UID, ResourceVersion: &f.ResourceVersion},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+var (
+	// UsesWaitPeriod is how long WaitForUses gives the components to report
+	// after it cleared the uses: longer than a reporter's longest delay (30 s)
+	// plus its check interval (10 s), with room for a slow informer. It is
+	// exposed so integration tests can tune it.
+	UsesWaitPeriod = 2 * time.Minute
+	// UnknownRetentionMinorVersions is how many minor versions a Feature the
+	// binary does not know is kept: long enough for a downgrade back to a
+	// release that knows it.
+	UnknownRetentionMinorVersions = 3
+)

@@ -1,0 +1,450 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package featurelifecycle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/featuregate"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+const (
+	foo featuregate.Feature = "Foo" // alpha since 1.36, the emulated release
+	bar featuregate.Feature = "Bar" // beta since 1.35
+)
+
+// fakeTask records its runs and returns the results it is given, one a run.
+type fakeTask struct {
+	name    string
+	applies Transition
+	results []Result
+	errs    []error
+	runs    int
+}
+
+func (t *fakeTask) Name() string                { return t.name }
+func (t *fakeTask) AppliesTo(tr Transition) bool { return tr == t.applies }
+func (t *fakeTask) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	i := t.runs
+	t.runs++
+	var err error
+	if i < len(t.errs) {
+		err = t.errs[i]
+	}
+	if i < len(t.results) {
+		return t.results[i], err
+	}
+	return Done, err
+}
+
+type testEnv struct {
+	t        *testing.T
+	c        *Controller
+	client   *fake.Clientset
+	gate     featuregate.MutableVersionedFeatureGate
+	clock    *testingclock.FakeClock
+	recorder *events.FakeRecorder
+}
+
+func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testEnv {
+	t.Helper()
+	gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.36"))
+	if err := gate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
+		foo: {{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha}},
+		bar: {{Version: version.MustParse("1.34"), Default: false, PreRelease: featuregate.Alpha}, {Version: version.MustParse("1.35"), Default: true, PreRelease: featuregate.Beta}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if registry == nil {
+		registry = NewRegistry(NewWaitForUses(time.Minute))
+	}
+	client := fake.NewClientset(objs...)
+	c := New(Config{
+		Namespace:        "kube-system",
+		Identity:         "apiserver-a",
+		Gate:             gate,
+		BinaryVersion:    version.MustParse("1.36.3"),
+		EmulationVersion: version.MustParse("1.36"),
+		Tasks:            registry,
+		Liveness:         30 * time.Second,
+		Recheck:          10 * time.Second,
+		UnknownRetention: 3,
+	}, client)
+	clock := testingclock.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	c.clock = clock
+	recorder := events.NewFakeRecorder(100)
+	c.recorder = recorder
+	env := &testEnv{t: t, c: c, client: client, gate: gate, clock: clock, recorder: recorder}
+	env.refresh()
+	return env
+}
+
+// refresh loads the listers' caches from the fake server, as the watches would.
+func (e *testEnv) refresh() {
+	e.t.Helper()
+	ctx := context.Background()
+	features, err := e.client.FeaturesV1alpha1().Features("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var objs []any
+	for i := range features.Items {
+		objs = append(objs, &features.Items[i])
+	}
+	if err := e.c.featureInformer.GetIndexer().Replace(objs, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	leases, err := e.client.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	objs = nil
+	for i := range leases.Items {
+		objs = append(objs, &leases.Items[i])
+	}
+	if err := e.c.leaseInformer.GetIndexer().Replace(objs, ""); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// sync runs one pass for the Feature and refreshes the caches.
+func (e *testEnv) sync(name string) time.Duration {
+	e.t.Helper()
+	after, err := e.c.sync(context.Background(), name)
+	if err != nil {
+		e.t.Fatalf("sync %s: %v", name, err)
+	}
+	e.refresh()
+	return after
+}
+
+func (e *testEnv) get(name string) *featuresv1alpha1.Feature {
+	e.t.Helper()
+	f, err := e.client.FeaturesV1alpha1().Features("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return f
+}
+
+func (e *testEnv) set(feature featuregate.Feature, on bool) {
+	e.t.Helper()
+	if err := e.gate.SetFromMap(map[string]bool{string(feature): on}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *testEnv) event(reason string) bool {
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			if strings.Contains(ev, reason) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
+}
+
+func condition(f *featuresv1alpha1.Feature, conditionType string) metav1.Condition {
+	if c := meta.FindStatusCondition(f.Status.Conditions, conditionType); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func taskNames(f *featuresv1alpha1.Feature) string {
+	var names []string
+	for _, task := range f.Status.Tasks {
+		names = append(names, task.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func TestAnnounceCreatesAndFillsTheFeature(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.sync("foo")
+	e.sync("foo")
+	f := e.get("foo")
+	s := f.Status
+	if f.Spec.FeatureName != "Foo" || *s.Default || s.Stage != featuresv1alpha1.FeatureStageAlpha || *s.ConfiguredValue ||
+		s.Announcer != "apiserver-a" || s.BinaryVersion != "1.36.3" || s.EmulationVersion != "1.36" {
+		t.Errorf("announced %+v", f)
+	}
+	// Nothing was on before: the first state is the configured one, no transition.
+	if s.State != featuresv1alpha1.FeatureStateOff || len(s.Tasks) != 0 || condition(f, ConditionTransitioning).Reason != "Stable" {
+		t.Errorf("state %s, tasks %v, Transitioning %+v; want Off, none, Stable", s.State, s.Tasks, condition(f, ConditionTransitioning))
+	}
+	if condition(f, ConditionUpgradeSafe).Status != metav1.ConditionTrue || condition(f, ConditionDowngradeSafe).Status != metav1.ConditionTrue {
+		t.Errorf("an Off feature without uses must be safe to upgrade and downgrade: %+v", s.Conditions)
+	}
+	rv := f.ResourceVersion
+	e.sync("foo")
+	if e.get("foo").ResourceVersion != rv {
+		t.Error("a pass with nothing to change wrote the Feature")
+	}
+}
+
+func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{NotYet("preparing"), Done}}
+	registry := NewRegistry(NewWaitForUses(time.Minute))
+	registry.Register(foo, task, &fakeTask{name: "OffOnly", applies: TurnOff})
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo")
+
+	// A component reported the old value before the transition: cleared.
+	f := e.get("foo")
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-1"}}}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "foo", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+
+	// One pass starts the transition and runs its first task.
+	e.set(foo, true)
+	e.sync("foo")
+	f = e.get("foo")
+	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || taskNames(f) != "WaitForUses,PrepareFoo" {
+		t.Fatalf("state %s, tasks %s; want TurningOn with WaitForUses,PrepareFoo", f.Status.State, taskNames(f))
+	}
+	if !e.event("TransitionStarted") {
+		t.Error("no TransitionStarted event")
+	}
+	if len(f.Status.Uses) != 0 || f.Status.Tasks[0].StartTime == nil {
+		t.Fatalf("WaitForUses' first run must clear the uses and record its start: %+v", f.Status)
+	}
+	if after := e.sync("foo"); after != 10*time.Second {
+		t.Errorf("a waiting task is looked at again after %v, want the recheck period", after)
+	}
+	e.clock.Step(time.Minute)
+	e.sync("foo")
+	if f = e.get("foo"); taskNames(f) != "PrepareFoo" {
+		t.Fatalf("after the wait with no old value reported, tasks = %s, want PrepareFoo", taskNames(f))
+	}
+	e.sync("foo")
+	if f = e.get("foo"); !strings.Contains(condition(f, ConditionTransitioning).Message, "PrepareFoo: preparing") {
+		t.Errorf("Transitioning must say what the task waits for: %+v", condition(f, ConditionTransitioning))
+	}
+	e.clock.Step(30 * time.Second)
+	e.sync("foo")
+	f = e.get("foo")
+	if f.Status.State != featuresv1alpha1.FeatureStateOn || len(f.Status.Tasks) != 0 || condition(f, ConditionTransitioning).Status != metav1.ConditionFalse {
+		t.Errorf("state %s, tasks %s, Transitioning %+v; want On, none, False", f.Status.State, taskNames(f), condition(f, ConditionTransitioning))
+	}
+	if task.runs != 2 || !e.event("TransitionComplete") {
+		t.Errorf("task runs %d, want 2; want a TransitionComplete event", task.runs)
+	}
+}
+
+func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
+	e := newTestEnv(t, NewRegistry(NewWaitForUses(0)))
+	e.sync("bar")
+	e.sync("bar") // On, the default
+	e.set(bar, false)
+	e.sync("bar") // TurningOff, WaitForUses starts
+	f := e.get("bar")
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{
+		{Component: "kubelet", Value: true, Instances: []string{"node-1", "node-2"}},
+		{Component: "kubelet", Value: false, Instances: []string{"node-3"}},
+	}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.sync("bar")
+	f = e.get("bar")
+	if msg := condition(f, ConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
+		t.Errorf("state %s, message %q; want TurningOff naming the kubelets still on", f.Status.State, msg)
+	}
+	// The entries may be stale: cleared to sample again, the wait restarted.
+	if len(f.Status.Uses) != 0 || taskNames(f) != "WaitForUses" || !f.Status.Tasks[0].StartTime.Time.Equal(e.clock.Now()) {
+		t.Errorf("uses %+v, tasks %+v; want the uses cleared and WaitForUses restarted", f.Status.Uses, f.Status.Tasks)
+	}
+}
+
+func TestATaskErrorIsRecordedAndBackedOff(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, errs: []error{errors.New("storage unavailable")}}
+	registry := NewRegistry(NewWaitForUses(0))
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo")
+	e.set(foo, true)
+	e.sync("foo") // TurningOn, WaitForUses starts
+	e.sync("foo") // WaitForUses done
+	after := e.sync("foo")
+	f := e.get("foo")
+	if f.Status.Tasks[0].LastError != "storage unavailable" || condition(f, ConditionTaskFailed).Status != metav1.ConditionTrue || !e.event("TaskFailed") {
+		t.Fatalf("a failed task must be recorded on the task, as a condition and an event: %+v", f.Status)
+	}
+	if after <= 0 {
+		t.Fatalf("a failed task must be retried after a back-off, got %v", after)
+	}
+	e.sync("foo")
+	if task.runs != 1 {
+		t.Fatalf("the task ran again during its back-off (%d runs)", task.runs)
+	}
+	e.clock.Step(after)
+	e.sync("foo")
+	f = e.get("foo")
+	if task.runs != 2 || f.Status.State != featuresv1alpha1.FeatureStateOn || meta.FindStatusCondition(f.Status.Conditions, ConditionTaskFailed) != nil {
+		t.Errorf("after the back-off: runs %d, state %s, conditions %+v; want 2, On, no TaskFailed", task.runs, f.Status.State, f.Status.Conditions)
+	}
+}
+
+func TestOnlyTheLeaderWrites(t *testing.T) {
+	now := metav1.NewMicroTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	var others []runtime.Object
+	for _, name := range []string{"apiserver-b", "apiserver-c", "apiserver-d"} {
+		others = append(others, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &now}})
+	}
+	e := newTestEnv(t, nil, others...)
+	members := []string{"apiserver-a", "apiserver-b", "apiserver-c", "apiserver-d"}
+	for _, name := range []string{"foo", "bar"} {
+		before := len(e.client.Actions())
+		e.sync(name)
+		wrote := len(e.client.Actions()) > before+2 // the two lists of refresh
+		if leads := leaderOf(name, members) == "apiserver-a"; wrote != leads {
+			t.Errorf("%s: wrote %t, leads %t", name, wrote, leads)
+		}
+	}
+}
+
+func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
+	e := newTestEnv(t, NewRegistry(NewWaitForUses(0)))
+	e.sync("bar")
+	e.sync("bar")
+	f := e.get("bar")
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: false, Instances: []string{"apiserver-b"}}}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.sync("bar")
+	f = e.get("bar")
+	agreed := condition(f, ConditionConfigurationAgreed)
+	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || agreed.Status != metav1.ConditionFalse || !strings.Contains(agreed.Message, "apiserver-b") {
+		t.Errorf("state %s, ConfigurationAgreed %+v; want TurningOn and False naming apiserver-b", f.Status.State, agreed)
+	}
+}
+
+func TestTurningBackMidTransitionRestartsTowardsTheConfiguredValue(t *testing.T) {
+	registry := NewRegistry(NewWaitForUses(time.Hour))
+	registry.Register(foo, &fakeTask{name: "CleanFoo", applies: TurnOff}, &fakeTask{name: "PrepareFoo", applies: TurnOn})
+	e := newTestEnv(t, registry)
+	e.set(foo, true)
+	e.sync("foo")
+	e.sync("foo") // On at first announcement
+	e.set(foo, false)
+	e.sync("foo") // WaitForUses waits an hour
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateTurningOff || taskNames(f) != "WaitForUses,CleanFoo" {
+		t.Fatalf("state %s tasks %s", f.Status.State, taskNames(f))
+	}
+	e.set(foo, true)
+	e.clock.Step(5 * time.Minute)
+	e.sync("foo")
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateTurningOn || taskNames(f) != "WaitForUses,PrepareFoo" || !f.Status.Tasks[0].StartTime.Time.Equal(e.clock.Now()) {
+		t.Errorf("state %s tasks %+v; want TurningOn with fresh WaitForUses,PrepareFoo", f.Status.State, f.Status.Tasks)
+	}
+}
+
+func TestAnUnknownFeatureIsKeptForSomeVersionsThenDeleted(t *testing.T) {
+	gone := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Gone"}}
+	old := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Old"},
+		Status: featuresv1alpha1.FeatureStatus{UnknownSinceVersion: "1.33"}}
+	recent := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "recent", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Recent"},
+		Status: featuresv1alpha1.FeatureStatus{UnknownSinceVersion: "1.34"}}
+	e := newTestEnv(t, nil, gone, old, recent)
+	for _, name := range []string{"gone", "old", "recent"} {
+		e.sync(name)
+	}
+	if v := e.get("gone").Status.UnknownSinceVersion; v != "1.36" {
+		t.Errorf("unknownSinceVersion = %q, want 1.36", v)
+	}
+	e.get("recent")
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").Get(context.Background(), "old", metav1.GetOptions{}); err == nil {
+		t.Error("a Feature unknown since three minor versions must be deleted")
+	}
+}
+
+func TestVersionChangesRunTheirTasks(t *testing.T) {
+	upgrade := &fakeTask{name: "MigrateBar", applies: Upgrade, results: []Result{NotYet("migrating"), Done}}
+	registry := NewRegistry(NewWaitForUses(0))
+	registry.Register(bar, upgrade)
+	stored := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "bar", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Bar"},
+		Status: featuresv1alpha1.FeatureStatus{State: featuresv1alpha1.FeatureStateOn, BinaryVersion: "1.35.2"}}
+	e := newTestEnv(t, registry, stored)
+	e.sync("bar")
+	f := e.get("bar")
+	if taskNames(f) != "MigrateBar" || condition(f, ConditionTransitioning).Reason != string(Upgrade) || f.Status.State != featuresv1alpha1.FeatureStateOn ||
+		condition(f, ConditionTransitioning).Message != "MigrateBar: migrating" {
+		t.Fatalf("tasks %s, Transitioning %+v, state %s; want MigrateBar, Upgrade, On", taskNames(f), condition(f, ConditionTransitioning), f.Status.State)
+	}
+	e.sync("bar")
+	f = e.get("bar")
+	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, ConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36.3" {
+		t.Errorf("runs %d, tasks %s, Transitioning %+v, binary %s", upgrade.runs, taskNames(f), condition(f, ConditionTransitioning), f.Status.BinaryVersion)
+	}
+}
+
+func TestSafetyConditions(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.set(foo, true)
+	for _, name := range []string{"foo", "bar"} {
+		e.sync(name)
+		e.sync(name)
+	}
+	// Foo is new in 1.36 and on: 1.35 does not know it.
+	f := e.get("foo")
+	if c := condition(f, ConditionDowngradeSafe); c.Status != metav1.ConditionFalse || c.Reason != "UnknownToPreviousVersion" {
+		t.Errorf("foo DowngradeSafe %+v", c)
+	}
+	if c := condition(f, ConditionUpgradeSafe); c.Status != metav1.ConditionTrue {
+		t.Errorf("foo UpgradeSafe %+v", c)
+	}
+	b := e.get("bar")
+	if c := condition(b, ConditionDowngradeSafe); c.Status != metav1.ConditionTrue {
+		t.Errorf("bar, on and known to 1.35: DowngradeSafe %+v", c)
+	}
+	b.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-9"}}}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.sync("bar")
+	b = e.get("bar")
+	for _, ct := range []string{ConditionUpgradeSafe, ConditionDowngradeSafe} {
+		if c := condition(b, ct); c.Status != metav1.ConditionFalse || c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet (node-9)") {
+			t.Errorf("bar with a kubelet running it off: %s %+v", ct, c)
+		}
+	}
+}

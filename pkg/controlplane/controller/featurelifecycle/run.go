@@ -1,0 +1,134 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package featurelifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
+)
+
+// maxTaskErrorLength bounds the error a task records in status.
+const maxTaskErrorLength = 1024
+
+// runTask runs the first task of the Feature and records the outcome: an
+// error on the task, as an event and a condition, with back-off; a task that
+// waits, with what it waits for; a task that is done, removed, and the final
+// state once none remains.
+func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time) (time.Duration, error) {
+	entry := f.Status.Tasks[0]
+	transition := transitionOf(f)
+	task := c.cfg.Tasks.Task(key, entry.Name)
+	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now}
+	var result Result
+	var err error
+	if task == nil {
+		err = fmt.Errorf("task %s is not known to kube-apiserver %s; a kube-apiserver that knows it must finish the transition", entry.Name, c.cfg.BinaryVersion)
+	} else {
+		result, err = task.Run(ctx, tc)
+	}
+	updated := tc.Feature.DeepCopy()
+	s := &updated.Status
+	current := &s.Tasks[0]
+	if current.Name != entry.Name {
+		return 0, fmt.Errorf("task %s changed the Feature's tasks", entry.Name)
+	}
+	if current.StartTime == nil || (err == nil && result.Restart) {
+		current.StartTime = ptr.To(metav1.NewTime(now))
+	}
+	current.LastAttemptTime = ptr.To(metav1.NewTime(now))
+	switch {
+	case err != nil:
+		taskRuns.WithLabelValues(entry.Name, "error").Inc()
+		message := err.Error()
+		if len(message) > maxTaskErrorLength {
+			message = message[:maxTaskErrorLength]
+		}
+		current.LastError = message
+		setCondition(updated, now, ConditionTaskFailed, true, "TaskFailed", fmt.Sprintf("%s: %s", entry.Name, message), "", "")
+		c.recorder.Eventf(updated, nil, "Warning", "TaskFailed", string(transition), "%s: %s", entry.Name, message)
+		delay := c.backoff.When(updated.Name)
+		c.mu.Lock()
+		c.retryAt[updated.Name] = now.Add(delay)
+		c.mu.Unlock()
+		_, err := c.writeStatus(ctx, updated)
+		return delay, err
+	case !result.Done:
+		taskRuns.WithLabelValues(entry.Name, "not_yet").Inc()
+		current.LastError = ""
+		setCondition(updated, now, ConditionTransitioning, true, string(transition), fmt.Sprintf("%s: %s", entry.Name, result.Message), "", "")
+	default:
+		taskRuns.WithLabelValues(entry.Name, "done").Inc()
+		s.Tasks = s.Tasks[1:]
+		if len(s.Tasks) == 0 {
+			c.finish(updated, now)
+		}
+	}
+	c.forgetFailures(updated.Name)
+	meta.RemoveStatusCondition(&s.Conditions, ConditionTaskFailed)
+	if _, err := c.writeStatus(ctx, updated); err != nil {
+		return 0, err
+	}
+	if result.Done {
+		return 0, nil
+	}
+	return c.cfg.Recheck, nil
+}
+
+// finish ends a transition whose tasks are all done.
+func (c *Controller) finish(f *featuresv1alpha1.Feature, now time.Time) {
+	s := &f.Status
+	switch s.State {
+	case featuresv1alpha1.FeatureStateTurningOn:
+		s.State = featuresv1alpha1.FeatureStateOn
+	case featuresv1alpha1.FeatureStateTurningOff:
+		s.State = featuresv1alpha1.FeatureStateOff
+	}
+	if started := meta.FindStatusCondition(s.Conditions, ConditionTransitioning); started != nil && started.Status == metav1.ConditionTrue {
+		transitionDuration.WithLabelValues(started.Reason).Observe(now.Sub(started.LastTransitionTime.Time).Seconds())
+	}
+	setCondition(f, now, ConditionTransitioning, false, "", "", "Stable", "")
+	c.setSafetyConditions(f, c.known[f.Name], now)
+	c.recorder.Eventf(f, nil, "Normal", "TransitionComplete", "Complete", "%s is %s", f.Spec.FeatureName, s.State)
+}
+
+func (c *Controller) forgetFailures(name string) {
+	c.backoff.Forget(name)
+	c.mu.Lock()
+	delete(c.retryAt, name)
+	c.mu.Unlock()
+}
+
+// transitionOf returns the transition the Feature's tasks belong to.
+func transitionOf(f *featuresv1alpha1.Feature) Transition {
+	switch f.Status.State {
+	case featuresv1alpha1.FeatureStateTurningOn:
+		return TurnOn
+	case featuresv1alpha1.FeatureStateTurningOff:
+		return TurnOff
+	}
+	if cond := meta.FindStatusCondition(f.Status.Conditions, ConditionTransitioning); cond != nil {
+		return Transition(cond.Reason)
+	}
+	return ""
+}

@@ -1,0 +1,95 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package featurelifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WaitForUsesName is the name of the task every transition between On and Off
+// starts with.
+const WaitForUsesName = "WaitForUses"
+
+// waitForUses clears the uses on its first run, waits for the components to
+// report again, and is done when none reports the old value: every
+// component then runs with the new one. Otherwise it names them, clears the
+// uses again and waits another period.
+type waitForUses struct {
+	period time.Duration
+}
+
+// NewWaitForUses returns the WaitForUses task, which gives the components
+// period to report after it cleared the uses. The period must be longer than
+// a reporter's longest delay, or a component still on the old value could be
+// missed.
+func NewWaitForUses(period time.Duration) Task { return waitForUses{period: period} }
+
+func (waitForUses) Name() string { return WaitForUsesName }
+
+func (waitForUses) AppliesTo(t Transition) bool { return t == TurnOn || t == TurnOff }
+
+func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	if tc.Task.StartTime == nil {
+		// The first run: the controller records the start once this returns,
+		// so an interrupted first run clears again, which is harmless.
+		if err := w.clear(ctx, tc); err != nil {
+			return Result{}, err
+		}
+		return NotYet(fmt.Sprintf("cleared the uses, waiting %v for the components to report", w.period)), nil
+	}
+	if tc.Now.Before(tc.Task.StartTime.Add(w.period)) {
+		return NotYet(fmt.Sprintf("waiting until %s for the components to report", tc.Task.StartTime.Add(w.period).UTC().Format(time.RFC3339))), nil
+	}
+	old := tc.Transition == TurnOff
+	var stale []string
+	for _, use := range tc.Feature.Status.Uses {
+		if use.Value == old {
+			stale = append(stale, fmt.Sprintf("%s (%s)", use.Component, strings.Join(use.Instances, ", ")))
+		}
+	}
+	if len(stale) == 0 {
+		return Done, nil
+	}
+	// Sample again: an entry may be stale, written by a component just
+	// before the last clear and since restarted with the new value.
+	if err := w.clear(ctx, tc); err != nil {
+		return Result{}, err
+	}
+	slices.Sort(stale)
+	return Result{Message: fmt.Sprintf("still reporting %t: %s; cleared the uses to check again", old, strings.Join(stale, "; ")), Restart: true}, nil
+}
+
+func (w waitForUses) clear(ctx context.Context, tc *TaskContext) error {
+	f := tc.Feature
+	if len(f.Status.Uses) == 0 {
+		return nil
+	}
+	cleared := f.DeepCopy()
+	cleared.Status.Uses = nil
+	updated, err := tc.Client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, cleared, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("clearing the uses: %w", err)
+	}
+	tc.Feature = updated
+	return nil
+}
