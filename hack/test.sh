@@ -123,6 +123,7 @@ unit_tests kubernetes "$OUT/kubernetes"
 gates_on_tests
 benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+hack/vpa.sh gates-on "$TESTOUT"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 integration_tests kubernetes "$OUT/kubernetes"
 

@@ -23,6 +23,7 @@ check series-applies "$SERIES" tree
 check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
 check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 check export-roundtrip "$SERIES" roundtrip
+check vpa-crds hack/vpa.sh crds
 
 # The protobuf code the series carries (the API types' generated.pb.go and the gRPC
 # bindings) is what upstream's generators make of it (run in a scratch clone, so the

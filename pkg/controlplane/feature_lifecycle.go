@@ -49,6 +49,7 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		Liveness:         3 * controlplaneapiserver.IdentityLeaseRenewIntervalPeriod,
 		Recheck:          controlplaneapiserver.IdentityLeaseRenewIntervalPeriod,
 		UnknownRetention: featurelifecycle.UnknownRetentionMinorVersions,
+		StaleUseAge:      featurelifecycle.UsesWaitPeriod,
 	}, client)
 	s.ControlPlane.GenericAPIServer.AddPostStartHookOrDie("start-feature-lifecycle-controller", func(hookContext genericapiserver.PostStartHookContext) error {
 		go controller.Run(hookContext)

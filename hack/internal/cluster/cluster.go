@@ -43,17 +43,13 @@ const (
 	serviceCIDR = "10.96.0.0/24"
 )
 
-// FeatureGates are the gates the cluster turns on, per component flag value; the
-// features of this project add theirs here.
-var FeatureGates = map[string][]string{
-	"kube-apiserver":          {"BalloonPod=true"},
-	"kube-controller-manager": {},
-	"kube-scheduler":          {},
-	"kubelet":                 {"BalloonPod=true", "KubeletImagePullGate=true"},
-}
+// FeatureGates are the gates the cluster turns on in every component, as kind does: a
+// component left with a gate off shows as a dangling use of that Feature
+// (docs/feature-api.md). The features of this project add theirs here.
+var FeatureGates = []string{"BalloonPod=true", "FeatureLifecycle=true", "KubeletImagePullGate=true"}
 
 // RuntimeConfig enables the alpha APIs this project adds.
-var RuntimeConfig = []string{}
+var RuntimeConfig = []string{"features.k8s.io/v1alpha1=true"}
 
 // Packages are the Debian packages the cluster runs on, by the command each provides.
 var Packages = map[string]string{
@@ -272,7 +268,6 @@ func (c *Cluster) writeConfigs(node string) error {
 func (c *Cluster) daemons(node string) []daemon {
 	bin := func(name string) string { return filepath.Join(c.Bin, name) }
 	pki := func(name string) string { return c.path("pki", name) }
-	gates := func(component string) string { return strings.Join(FeatureGates[component], ",") }
 	return []daemon{
 		{
 			name: "registry", port: RegistryAddr,
@@ -307,7 +302,7 @@ func (c *Cluster) daemons(node string) []daemon {
 				"--service-cluster-ip-range=" + serviceCIDR,
 				"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 				"--allow-privileged=true", "--endpoint-reconciler-type=none",
-				"--feature-gates=" + gates("kube-apiserver"),
+				"--feature-gates=" + strings.Join(FeatureGates, ","),
 				"--runtime-config=" + strings.Join(RuntimeConfig, ","),
 			},
 			healthy: c.apiReady,
@@ -322,7 +317,7 @@ func (c *Cluster) daemons(node string) []daemon {
 				"--service-account-private-key-file=" + pki("sa.key"), "--root-ca-file=" + pki("ca.crt"),
 				"--use-service-account-credentials=true",
 				"--cluster-signing-cert-file=" + pki("ca.crt"), "--cluster-signing-key-file=" + pki("ca.key"),
-				"--feature-gates=" + gates("kube-controller-manager"),
+				"--feature-gates=" + strings.Join(FeatureGates, ","),
 			},
 			healthy: httpsOK("https://" + kcmAddr + "/healthz"),
 		},
@@ -333,7 +328,7 @@ func (c *Cluster) daemons(node string) []daemon {
 				"--authentication-kubeconfig=" + c.path("scheduler.kubeconfig"),
 				"--authorization-kubeconfig=" + c.path("scheduler.kubeconfig"),
 				"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false",
-				"--feature-gates=" + gates("kube-scheduler"),
+				"--feature-gates=" + strings.Join(FeatureGates, ","),
 			},
 			healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
 		},

@@ -101,11 +101,9 @@ func TestKindConfigEnablesTheClusterFeatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	for _, gates := range FeatureGates {
-		for _, g := range gates {
-			name, value, _ := strings.Cut(g, "=")
-			want[name] = value == "true"
-		}
+	for _, g := range FeatureGates {
+		name, value, _ := strings.Cut(g, "=")
+		want[name] = value == "true"
 	}
 	if len(want) != len(cfg.FeatureGates) {
 		t.Errorf("kind feature gates %v, want %v", cfg.FeatureGates, want)

@@ -90,7 +90,7 @@ func cniConfig(ipamDir string) string {
 
 func kubeletConfig(c *Cluster) string {
 	var gates strings.Builder
-	for _, g := range FeatureGates["kubelet"] {
+	for _, g := range FeatureGates {
 		name, value, _ := strings.Cut(g, "=")
 		fmt.Fprintf(&gates, "  %s: %s\n", name, value)
 	}

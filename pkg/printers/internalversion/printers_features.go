@@ -34,6 +34,7 @@ func addFeatureHandlers(h printers.PrintHandler) {
 		{Name: "Default", Type: "string", Description: featuresv1alpha1.FeatureStatus{}.SwaggerDoc()["default"]},
 		{Name: "Configured", Type: "string", Description: featuresv1alpha1.FeatureStatus{}.SwaggerDoc()["configuredValue"]},
 		{Name: "Uses", Type: "string", Description: "The values components reported, per component."},
+		{Name: "Upgrade/Downgrade", Type: "string", Description: "Whether the feature's state allows moving kube-apiserver to a newer or an older minor version (conditions UpgradeSafe and DowngradeSafe)."},
 		{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
 		{Name: "Stage", Type: "string", Priority: 1, Description: featuresv1alpha1.FeatureStatus{}.SwaggerDoc()["stage"]},
 		{Name: "Tasks", Type: "string", Priority: 1, Description: featuresv1alpha1.FeatureStatus{}.SwaggerDoc()["tasks"]},
@@ -50,7 +51,8 @@ func printFeature(obj *featuresapi.Feature, options printers.GenerateOptions) ([
 	if state == "" {
 		state = "<unknown>"
 	}
-	row.Cells = append(row.Cells, obj.Name, state, onOff(obj.Status.Default), onOff(obj.Status.ConfiguredValue), featureUses(obj.Status.Uses), translateTimestampSince(obj.CreationTimestamp))
+	versionChange := safety(obj, featuresapi.FeatureConditionUpgradeSafe) + "/" + safety(obj, featuresapi.FeatureConditionDowngradeSafe)
+	row.Cells = append(row.Cells, obj.Name, state, onOff(obj.Status.Default), onOff(obj.Status.ConfiguredValue), featureUses(obj.Status.Uses), versionChange, translateTimestampSince(obj.CreationTimestamp))
 	if options.Wide {
 		tasks := make([]string, 0, len(obj.Status.Tasks))
 		for _, task := range obj.Status.Tasks {
@@ -71,6 +73,22 @@ func printFeatureList(list *featuresapi.FeatureList, options printers.GenerateOp
 		rows = append(rows, r...)
 	}
 	return rows, nil
+}
+
+// safety prints a safety condition: Safe, Unsafe or <unknown>.
+func safety(obj *featuresapi.Feature, conditionType string) string {
+	for _, c := range obj.Status.Conditions {
+		if c.Type != conditionType {
+			continue
+		}
+		switch c.Status {
+		case metav1.ConditionTrue:
+			return "Safe"
+		case metav1.ConditionFalse:
+			return "Unsafe"
+		}
+	}
+	return "<unknown>"
 }
 
 func onOff(value *bool) string {

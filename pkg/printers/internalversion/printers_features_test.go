@@ -45,6 +45,10 @@ func TestPrintFeature(t *testing.T) {
 					Stage:           featuresapi.FeatureStageAlpha,
 					State:           featuresapi.FeatureStateTurningOn,
 					Tasks:           []featuresapi.FeatureTask{{Name: "WaitForUses"}, {Name: "Other"}},
+					Conditions: []metav1.Condition{
+						{Type: featuresapi.FeatureConditionUpgradeSafe, Status: metav1.ConditionFalse, Reason: "TransitionInProgress"},
+						{Type: featuresapi.FeatureConditionDowngradeSafe, Status: metav1.ConditionTrue, Reason: "Safe"},
+					},
 					Uses: []featuresapi.FeatureUse{
 						{Component: "kubelet", Value: true},
 						{Component: "kube-apiserver", Value: true},
@@ -53,14 +57,14 @@ func TestPrintFeature(t *testing.T) {
 				},
 			},
 			wide: true,
-			want: []interface{}{"balloonpod", "TurningOn", "Off", "On", "kube-apiserver=On,kubelet=Off/On", "3h", "Alpha", "WaitForUses,Other"},
+			want: []interface{}{"balloonpod", "TurningOn", "Off", "On", "kube-apiserver=On,kubelet=Off/On", "Unsafe/Safe", "3h", "Alpha", "WaitForUses,Other"},
 		},
 		{
 			name: "not yet announced",
 			feature: featuresapi.Feature{
 				ObjectMeta: metav1.ObjectMeta{Name: "newfeature", CreationTimestamp: created},
 			},
-			want: []interface{}{"newfeature", "<unknown>", "<unknown>", "<unknown>", "<none>", "3h"},
+			want: []interface{}{"newfeature", "<unknown>", "<unknown>", "<unknown>", "<none>", "<unknown>/<unknown>", "3h"},
 		},
 	}
 	for _, tc := range tests {

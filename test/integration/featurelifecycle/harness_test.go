@@ -109,7 +109,7 @@ func TestLifecycleHarness(t *testing.T) {
 					heldSince[current] = time.Now()
 				} else if time.Since(heldSince[current]) > 3*renewPeriod {
 					t.Logf("%s held %s TurningOff for %v: %s", current, feature, time.Since(heldSince[current]).Round(100*time.Millisecond),
-						meta.FindStatusCondition(f.Status.Conditions, featurelifecycle.ConditionTransitioning).Message)
+						meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTransitioning).Message)
 					if err := exercise.Release(ctx, client); err != nil {
 						t.Fatalf("%s: releasing: %v", current, err)
 					}
@@ -129,7 +129,7 @@ func TestLifecycleHarness(t *testing.T) {
 					t.Errorf("a component still reports %s on: %+v", feature, use)
 				}
 			}
-			if len(f.Status.Tasks) != 0 || meta.FindStatusCondition(f.Status.Conditions, featurelifecycle.ConditionTaskFailed) != nil {
+			if len(f.Status.Tasks) != 0 || meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTaskFailed) != nil {
 				t.Errorf("tasks or a failure left after Off: %s", dump(f))
 			}
 		})

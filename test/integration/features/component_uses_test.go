@@ -25,6 +25,7 @@ import (
 	"time"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -83,13 +84,13 @@ func TestComponentsReportTheirUses(t *testing.T) {
 		return path
 	}
 
-	// kube-apiserver announces Features (KEP-3920's server flow); here the
-	// test does, before the components start.
+	// kube-apiserver's server flow announces the Feature; the test creates it
+	// too, in case it is first.
 	admin := clientset.NewForConfigOrDie(config("admin-token")).FeaturesV1alpha1().Features(metav1.NamespaceSystem)
 	if _, err := admin.Create(ctx, &featuresv1alpha1.Feature{
 		ObjectMeta: metav1.ObjectMeta{Name: "featurelifecycle"},
 		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: string(features.FeatureLifecycle)},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 

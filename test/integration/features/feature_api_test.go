@@ -30,6 +30,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// thirdPartyNamespace holds the Features of these tests: kube-apiserver's
+// server flow owns the status of those in kube-system and would rewrite it.
+const thirdPartyNamespace = metav1.NamespaceDefault
+
 func startAPIServer(t *testing.T, flags ...string) clientset.Interface {
 	t.Helper()
 	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append([]string{"--endpoint-reconciler-type=none"}, flags...), framework.SharedEtcd())
@@ -55,7 +59,7 @@ func TestFeatureAPINeedsGateAndRuntimeConfig(t *testing.T) {
 func TestFeatureSubresources(t *testing.T) {
 	ctx := context.Background()
 	client := startAPIServer(t, "--feature-gates=FeatureLifecycle=true", "--runtime-config=features.k8s.io/v1alpha1=true")
-	features := client.FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	features := client.FeaturesV1alpha1().Features(thirdPartyNamespace)
 
 	created, err := features.Create(ctx, &featuresv1alpha1.Feature{
 		ObjectMeta: metav1.ObjectMeta{Name: "balloonpod"},
@@ -131,7 +135,7 @@ func TestFeatureSubresources(t *testing.T) {
 func TestFeatureTable(t *testing.T) {
 	ctx := context.Background()
 	client := startAPIServer(t, "--feature-gates=FeatureLifecycle=true", "--runtime-config=features.k8s.io/v1alpha1=true")
-	features := client.FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	features := client.FeaturesV1alpha1().Features(thirdPartyNamespace)
 	f, err := features.Create(ctx, &featuresv1alpha1.Feature{
 		ObjectMeta: metav1.ObjectMeta{Name: "balloonpod"},
 		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: "BalloonPod"},
@@ -145,7 +149,7 @@ func TestFeatureTable(t *testing.T) {
 	}
 
 	table := &metav1.Table{}
-	err = client.FeaturesV1alpha1().RESTClient().Get().Namespace(metav1.NamespaceSystem).Resource("features").
+	err = client.FeaturesV1alpha1().RESTClient().Get().Namespace(thirdPartyNamespace).Resource("features").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx).Into(table)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +160,7 @@ func TestFeatureTable(t *testing.T) {
 			columns = append(columns, c.Name)
 		}
 	}
-	if got, want := strings.Join(columns, ","), "Name,State,Default,Configured,Uses,Age"; got != want {
+	if got, want := strings.Join(columns, ","), "Name,State,Default,Configured,Uses,Upgrade/Downgrade,Age"; got != want {
 		t.Errorf("columns = %s, want %s", got, want)
 	}
 	if len(table.Rows) != 1 || table.Rows[0].Cells[1] != "On" || table.Rows[0].Cells[3] != "On" {

@@ -59,8 +59,8 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 		config.BearerToken = token
 		return clientset.NewForConfigOrDie(config)
 	}
-	admin := client("admin-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
-	node1 := client("node1-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	admin := client("admin-token").FeaturesV1alpha1().Features(thirdPartyNamespace)
+	node1 := client("node1-token").FeaturesV1alpha1().Features(thirdPartyNamespace)
 
 	if _, err := admin.Create(ctx, &featuresv1alpha1.Feature{
 		ObjectMeta: metav1.ObjectMeta{Name: "balloonpod"},

@@ -74,6 +74,9 @@ type Config struct {
 	// UnknownRetention is how many minor versions a Feature unknown to the
 	// binary is kept before it is deleted.
 	UnknownRetention int
+	// StaleUseAge is how old a use that contradicts a stable state may get
+	// before it is cleared to be sampled again.
+	StaleUseAge time.Duration
 }
 
 // Controller runs the server flow in one kube-apiserver.
@@ -248,7 +251,7 @@ func (c *Controller) recheck() {
 	c.mu.Lock()
 	c.members = strings.Join(members, ",")
 	for name := range names {
-		leader := leaderOf(name, members)
+		leader := LeaderOf(name, members)
 		if previous, ok := c.leaders[name]; ok && previous != leader {
 			leaderChanges.Inc()
 		}
@@ -262,7 +265,7 @@ func (c *Controller) recheck() {
 
 // leads reports whether this kube-apiserver leads the named Feature.
 func (c *Controller) leads(name string) bool {
-	return leaderOf(name, c.liveMembers()) == c.cfg.Identity
+	return LeaderOf(name, c.liveMembers()) == c.cfg.Identity
 }
 
 // sync handles one Feature if this kube-apiserver leads it. It writes at most
@@ -304,9 +307,33 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		}
 	}
 	if len(updated.Status.Tasks) == 0 {
-		return 0, nil
+		return 0, c.resampleDanglingUses(ctx, updated, now)
 	}
 	return c.runTask(ctx, updated.DeepCopy(), key, now)
+}
+
+// resampleDanglingUses clears the uses of a stable Feature that contradict
+// its state once they are older than StaleUseAge. A component restarted with
+// the other value leaves its old entry behind, and nothing else would clear
+// it; a component that still runs the other value reports it again.
+func (c *Controller) resampleDanglingUses(ctx context.Context, f *featuresv1alpha1.Feature, now time.Time) error {
+	on := f.Status.State == featuresv1alpha1.FeatureStateOn
+	kept := make([]featuresv1alpha1.FeatureUse, 0, len(f.Status.Uses))
+	for _, use := range f.Status.Uses {
+		if use.Value == on || now.Sub(use.FirstReportTime.Time) < c.cfg.StaleUseAge {
+			kept = append(kept, use)
+		}
+	}
+	if len(kept) == len(f.Status.Uses) {
+		return nil
+	}
+	resampled := f.DeepCopy()
+	resampled.Status.Uses = kept
+	_, err := c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, resampled, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 func (c *Controller) create(ctx context.Context, key featuregate.Feature) error {

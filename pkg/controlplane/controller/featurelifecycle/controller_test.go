@@ -19,6 +19,7 @@ package featurelifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -49,7 +51,7 @@ type fakeTask struct {
 	runs    int
 }
 
-func (t *fakeTask) Name() string                { return t.name }
+func (t *fakeTask) Name() string                 { return t.name }
 func (t *fakeTask) AppliesTo(tr Transition) bool { return tr == t.applies }
 func (t *fakeTask) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	i := t.runs
@@ -96,6 +98,7 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 		Liveness:         30 * time.Second,
 		Recheck:          10 * time.Second,
 		UnknownRetention: 3,
+		StaleUseAge:      time.Minute,
 	}, client)
 	clock := testingclock.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	c.clock = clock
@@ -200,10 +203,10 @@ func TestAnnounceCreatesAndFillsTheFeature(t *testing.T) {
 		t.Errorf("announced %+v", f)
 	}
 	// Nothing was on before: the first state is the configured one, no transition.
-	if s.State != featuresv1alpha1.FeatureStateOff || len(s.Tasks) != 0 || condition(f, ConditionTransitioning).Reason != "Stable" {
-		t.Errorf("state %s, tasks %v, Transitioning %+v; want Off, none, Stable", s.State, s.Tasks, condition(f, ConditionTransitioning))
+	if s.State != featuresv1alpha1.FeatureStateOff || len(s.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Reason != "Stable" {
+		t.Errorf("state %s, tasks %v, Transitioning %+v; want Off, none, Stable", s.State, s.Tasks, condition(f, featuresv1alpha1.FeatureConditionTransitioning))
 	}
-	if condition(f, ConditionUpgradeSafe).Status != metav1.ConditionTrue || condition(f, ConditionDowngradeSafe).Status != metav1.ConditionTrue {
+	if condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue || condition(f, featuresv1alpha1.FeatureConditionDowngradeSafe).Status != metav1.ConditionTrue {
 		t.Errorf("an Off feature without uses must be safe to upgrade and downgrade: %+v", s.Conditions)
 	}
 	rv := f.ResourceVersion
@@ -251,14 +254,14 @@ func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
 		t.Fatalf("after the wait with no old value reported, tasks = %s, want PrepareFoo", taskNames(f))
 	}
 	e.sync("foo")
-	if f = e.get("foo"); !strings.Contains(condition(f, ConditionTransitioning).Message, "PrepareFoo: preparing") {
-		t.Errorf("Transitioning must say what the task waits for: %+v", condition(f, ConditionTransitioning))
+	if f = e.get("foo"); !strings.Contains(condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message, "PrepareFoo: preparing") {
+		t.Errorf("Transitioning must say what the task waits for: %+v", condition(f, featuresv1alpha1.FeatureConditionTransitioning))
 	}
 	e.clock.Step(30 * time.Second)
 	e.sync("foo")
 	f = e.get("foo")
-	if f.Status.State != featuresv1alpha1.FeatureStateOn || len(f.Status.Tasks) != 0 || condition(f, ConditionTransitioning).Status != metav1.ConditionFalse {
-		t.Errorf("state %s, tasks %s, Transitioning %+v; want On, none, False", f.Status.State, taskNames(f), condition(f, ConditionTransitioning))
+	if f.Status.State != featuresv1alpha1.FeatureStateOn || len(f.Status.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Status != metav1.ConditionFalse {
+		t.Errorf("state %s, tasks %s, Transitioning %+v; want On, none, False", f.Status.State, taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning))
 	}
 	if task.runs != 2 || !e.event("TransitionComplete") {
 		t.Errorf("task runs %d, want 2; want a TransitionComplete event", task.runs)
@@ -282,7 +285,7 @@ func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
 	e.refresh()
 	e.sync("bar")
 	f = e.get("bar")
-	if msg := condition(f, ConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
+	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
 		t.Errorf("state %s, message %q; want TurningOff naming the kubelets still on", f.Status.State, msg)
 	}
 	// The entries may be stale: cleared to sample again, the wait restarted.
@@ -303,7 +306,7 @@ func TestATaskErrorIsRecordedAndBackedOff(t *testing.T) {
 	e.sync("foo") // WaitForUses done
 	after := e.sync("foo")
 	f := e.get("foo")
-	if f.Status.Tasks[0].LastError != "storage unavailable" || condition(f, ConditionTaskFailed).Status != metav1.ConditionTrue || !e.event("TaskFailed") {
+	if f.Status.Tasks[0].LastError != "storage unavailable" || condition(f, featuresv1alpha1.FeatureConditionTaskFailed).Status != metav1.ConditionTrue || !e.event("TaskFailed") {
 		t.Fatalf("a failed task must be recorded on the task, as a condition and an event: %+v", f.Status)
 	}
 	if after <= 0 {
@@ -316,7 +319,7 @@ func TestATaskErrorIsRecordedAndBackedOff(t *testing.T) {
 	e.clock.Step(after)
 	e.sync("foo")
 	f = e.get("foo")
-	if task.runs != 2 || f.Status.State != featuresv1alpha1.FeatureStateOn || meta.FindStatusCondition(f.Status.Conditions, ConditionTaskFailed) != nil {
+	if task.runs != 2 || f.Status.State != featuresv1alpha1.FeatureStateOn || meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTaskFailed) != nil {
 		t.Errorf("after the back-off: runs %d, state %s, conditions %+v; want 2, On, no TaskFailed", task.runs, f.Status.State, f.Status.Conditions)
 	}
 }
@@ -333,7 +336,7 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 		before := len(e.client.Actions())
 		e.sync(name)
 		wrote := len(e.client.Actions()) > before+2 // the two lists of refresh
-		if leads := leaderOf(name, members) == "apiserver-a"; wrote != leads {
+		if leads := LeaderOf(name, members) == "apiserver-a"; wrote != leads {
 			t.Errorf("%s: wrote %t, leads %t", name, wrote, leads)
 		}
 	}
@@ -351,7 +354,7 @@ func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
 	e.refresh()
 	e.sync("bar")
 	f = e.get("bar")
-	agreed := condition(f, ConditionConfigurationAgreed)
+	agreed := condition(f, featuresv1alpha1.FeatureConditionConfigurationAgreed)
 	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || agreed.Status != metav1.ConditionFalse || !strings.Contains(agreed.Message, "apiserver-b") {
 		t.Errorf("state %s, ConfigurationAgreed %+v; want TurningOn and False naming apiserver-b", f.Status.State, agreed)
 	}
@@ -405,14 +408,14 @@ func TestVersionChangesRunTheirTasks(t *testing.T) {
 	e := newTestEnv(t, registry, stored)
 	e.sync("bar")
 	f := e.get("bar")
-	if taskNames(f) != "MigrateBar" || condition(f, ConditionTransitioning).Reason != string(Upgrade) || f.Status.State != featuresv1alpha1.FeatureStateOn ||
-		condition(f, ConditionTransitioning).Message != "MigrateBar: migrating" {
-		t.Fatalf("tasks %s, Transitioning %+v, state %s; want MigrateBar, Upgrade, On", taskNames(f), condition(f, ConditionTransitioning), f.Status.State)
+	if taskNames(f) != "MigrateBar" || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Reason != string(Upgrade) || f.Status.State != featuresv1alpha1.FeatureStateOn ||
+		condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message != "MigrateBar: migrating" {
+		t.Fatalf("tasks %s, Transitioning %+v, state %s; want MigrateBar, Upgrade, On", taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning), f.Status.State)
 	}
 	e.sync("bar")
 	f = e.get("bar")
-	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, ConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36.3" {
-		t.Errorf("runs %d, tasks %s, Transitioning %+v, binary %s", upgrade.runs, taskNames(f), condition(f, ConditionTransitioning), f.Status.BinaryVersion)
+	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36.3" {
+		t.Errorf("runs %d, tasks %s, Transitioning %+v, binary %s", upgrade.runs, taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning), f.Status.BinaryVersion)
 	}
 }
 
@@ -425,14 +428,14 @@ func TestSafetyConditions(t *testing.T) {
 	}
 	// Foo is new in 1.36 and on: 1.35 does not know it.
 	f := e.get("foo")
-	if c := condition(f, ConditionDowngradeSafe); c.Status != metav1.ConditionFalse || c.Reason != "UnknownToPreviousVersion" {
+	if c := condition(f, featuresv1alpha1.FeatureConditionDowngradeSafe); c.Status != metav1.ConditionFalse || c.Reason != "UnknownToPreviousVersion" {
 		t.Errorf("foo DowngradeSafe %+v", c)
 	}
-	if c := condition(f, ConditionUpgradeSafe); c.Status != metav1.ConditionTrue {
+	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Status != metav1.ConditionTrue {
 		t.Errorf("foo UpgradeSafe %+v", c)
 	}
 	b := e.get("bar")
-	if c := condition(b, ConditionDowngradeSafe); c.Status != metav1.ConditionTrue {
+	if c := condition(b, featuresv1alpha1.FeatureConditionDowngradeSafe); c.Status != metav1.ConditionTrue {
 		t.Errorf("bar, on and known to 1.35: DowngradeSafe %+v", c)
 	}
 	b.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-9"}}}
@@ -442,9 +445,93 @@ func TestSafetyConditions(t *testing.T) {
 	e.refresh()
 	e.sync("bar")
 	b = e.get("bar")
-	for _, ct := range []string{ConditionUpgradeSafe, ConditionDowngradeSafe} {
+	for _, ct := range []string{featuresv1alpha1.FeatureConditionUpgradeSafe, featuresv1alpha1.FeatureConditionDowngradeSafe} {
 		if c := condition(b, ct); c.Status != metav1.ConditionFalse || c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet (node-9)") {
 			t.Errorf("bar with a kubelet running it off: %s %+v", ct, c)
 		}
 	}
+}
+
+func TestMetrics(t *testing.T) {
+	task := &fakeTask{name: "MeteredTask", applies: TurnOn, results: []Result{NotYet("waiting"), Done}, errs: []error{nil, nil}}
+	registry := NewRegistry(NewWaitForUses(0))
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo")
+	durations, _ := testutil.GetHistogramMetricCount(transitionDuration.WithLabelValues(string(TurnOn)))
+	e.set(foo, true)
+	for range 4 {
+		e.clock.Step(time.Second)
+		e.sync("foo")
+	}
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateOn {
+		t.Fatalf("state %s, want On", f.Status.State)
+	}
+	for result, want := range map[string]float64{"not_yet": 1, "done": 1} {
+		if got, _ := testutil.GetCounterMetricValue(taskRuns.WithLabelValues("MeteredTask", result)); got != want {
+			t.Errorf("task_runs_total{task=MeteredTask,result=%s} = %v, want %v", result, got, want)
+		}
+	}
+	if got, _ := testutil.GetHistogramMetricCount(transitionDuration.WithLabelValues(string(TurnOn))); got != durations+1 {
+		t.Errorf("transition_duration_seconds{transition=TurnOn} count = %d, want %d", got, durations+1)
+	}
+
+	// A second live apiserver takes some Features over.
+	changes, _ := testutil.GetCounterMetricValue(leaderChanges)
+	e.c.recheck()
+	renewed := metav1.NewMicroTime(e.clock.Now())
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-b", Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.c.recheck()
+	moved := 0
+	for _, name := range []string{"foo", "bar"} {
+		if LeaderOf(name, []string{"apiserver-a", "apiserver-b"}) == "apiserver-b" {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no Feature moves to apiserver-b: the test needs one that does")
+	}
+	if got, _ := testutil.GetCounterMetricValue(leaderChanges); got != changes+float64(moved) {
+		t.Errorf("leader_changes_total grew by %v, want %d", got-changes, moved)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(featuresByState.WithLabelValues("On")); got != 1 {
+		t.Errorf("features{state=On} = %v, want 1", got)
+	}
+}
+
+func TestStaleDanglingUsesAreSampledAgain(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.sync("bar")
+	e.sync("bar") // On
+	f := e.get("bar")
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{
+		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, FirstReportTime: metav1.NewTime(e.clock.Now())},
+		// Left by a scheduler since restarted with the feature on.
+		{Component: "kube-scheduler", Value: false, Instances: []string{"host-1"}, FirstReportTime: metav1.NewTime(e.clock.Now())},
+	}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.sync("bar")
+	if f = e.get("bar"); len(f.Status.Uses) != 2 || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Reason != "DanglingUses" {
+		t.Fatalf("a fresh dangling use must stay and make upgrades unsafe: %s", dump(f))
+	}
+	e.clock.Step(time.Minute)
+	e.sync("bar")
+	e.sync("bar")
+	f = e.get("bar")
+	if len(f.Status.Uses) != 1 || f.Status.Uses[0].Component != "kubelet" || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue {
+		t.Errorf("the stale dangling use must be cleared and the feature safe again: %s", dump(f))
+	}
+}
+
+func dump(f *featuresv1alpha1.Feature) string {
+	return fmt.Sprintf("state %s, tasks %+v, conditions %+v, uses %+v", f.Status.State, f.Status.Tasks, f.Status.Conditions, f.Status.Uses)
 }

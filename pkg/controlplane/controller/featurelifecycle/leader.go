@@ -42,11 +42,11 @@ func liveAPIServers(leases []*coordinationv1.Lease, self string, now time.Time, 
 	return live
 }
 
-// leaderOf returns the member that leads the named Feature: the highest
+// LeaderOf returns the member that leads the named Feature: the highest
 // random weight of (feature, member) (rendezvous hashing). Every server that
 // sees the same members picks the same leader without talking to the others,
 // features spread evenly, and a member leaving moves only its own features.
-func leaderOf(feature string, members []string) string {
+func LeaderOf(feature string, members []string) string {
 	var leader string
 	var best uint64
 	for _, m := range members {

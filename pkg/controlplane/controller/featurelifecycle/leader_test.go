@@ -52,10 +52,10 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 	leaders := map[string]string{}
 	count := map[string]int{}
 	for _, f := range features {
-		leaders[f] = leaderOf(f, members)
+		leaders[f] = LeaderOf(f, members)
 		count[leaders[f]]++
 		// The order the members are listed in does not matter.
-		if other := leaderOf(f, []string{members[2], members[0], members[1]}); other != leaders[f] {
+		if other := LeaderOf(f, []string{members[2], members[0], members[1]}); other != leaders[f] {
 			t.Fatalf("%s: leader %s or %s depending on order", f, leaders[f], other)
 		}
 	}
@@ -66,7 +66,7 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 		}
 	}
 	for _, f := range features {
-		after := leaderOf(f, []string{"apiserver-1", "apiserver-3"})
+		after := LeaderOf(f, []string{"apiserver-1", "apiserver-3"})
 		if leaders[f] != "apiserver-2" && after != leaders[f] {
 			t.Errorf("%s moved from %s to %s although its leader stayed", f, leaders[f], after)
 		}
@@ -74,7 +74,7 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 			t.Errorf("%s is led by the departed member", f)
 		}
 	}
-	if leaderOf("feature0", nil) != "" {
+	if LeaderOf("feature0", nil) != "" {
 		t.Error("no members, want no leader")
 	}
 }

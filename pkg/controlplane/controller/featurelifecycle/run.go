@@ -65,7 +65,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 			message = message[:maxTaskErrorLength]
 		}
 		current.LastError = message
-		setCondition(updated, now, ConditionTaskFailed, true, "TaskFailed", fmt.Sprintf("%s: %s", entry.Name, message), "", "")
+		setCondition(updated, now, featuresv1alpha1.FeatureConditionTaskFailed, true, "TaskFailed", fmt.Sprintf("%s: %s", entry.Name, message), "", "")
 		c.recorder.Eventf(updated, nil, "Warning", "TaskFailed", string(transition), "%s: %s", entry.Name, message)
 		delay := c.backoff.When(updated.Name)
 		c.mu.Lock()
@@ -76,7 +76,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	case !result.Done:
 		taskRuns.WithLabelValues(entry.Name, "not_yet").Inc()
 		current.LastError = ""
-		setCondition(updated, now, ConditionTransitioning, true, string(transition), fmt.Sprintf("%s: %s", entry.Name, result.Message), "", "")
+		setCondition(updated, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), fmt.Sprintf("%s: %s", entry.Name, result.Message), "", "")
 	default:
 		taskRuns.WithLabelValues(entry.Name, "done").Inc()
 		s.Tasks = s.Tasks[1:]
@@ -85,7 +85,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 		}
 	}
 	c.forgetFailures(updated.Name)
-	meta.RemoveStatusCondition(&s.Conditions, ConditionTaskFailed)
+	meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
 	if _, err := c.writeStatus(ctx, updated); err != nil {
 		return 0, err
 	}
@@ -104,10 +104,10 @@ func (c *Controller) finish(f *featuresv1alpha1.Feature, now time.Time) {
 	case featuresv1alpha1.FeatureStateTurningOff:
 		s.State = featuresv1alpha1.FeatureStateOff
 	}
-	if started := meta.FindStatusCondition(s.Conditions, ConditionTransitioning); started != nil && started.Status == metav1.ConditionTrue {
+	if started := meta.FindStatusCondition(s.Conditions, featuresv1alpha1.FeatureConditionTransitioning); started != nil && started.Status == metav1.ConditionTrue {
 		transitionDuration.WithLabelValues(started.Reason).Observe(now.Sub(started.LastTransitionTime.Time).Seconds())
 	}
-	setCondition(f, now, ConditionTransitioning, false, "", "", "Stable", "")
+	setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, false, "", "", "Stable", "")
 	c.setSafetyConditions(f, c.known[f.Name], now)
 	c.recorder.Eventf(f, nil, "Normal", "TransitionComplete", "Complete", "%s is %s", f.Spec.FeatureName, s.State)
 }
@@ -127,7 +127,7 @@ func transitionOf(f *featuresv1alpha1.Feature) Transition {
 	case featuresv1alpha1.FeatureStateTurningOff:
 		return TurnOff
 	}
-	if cond := meta.FindStatusCondition(f.Status.Conditions, ConditionTransitioning); cond != nil {
+	if cond := meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTransitioning); cond != nil {
 		return Transition(cond.Reason)
 	}
 	return ""

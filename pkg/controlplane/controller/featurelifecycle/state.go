@@ -31,24 +31,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Condition types of a Feature.
-const (
-	// ConditionTransitioning is True while a transition runs; its reason is
-	// the transition (TurnOn, TurnOff, Upgrade, Downgrade) and its message
-	// says what the current task waits for.
-	ConditionTransitioning = "Transitioning"
-	// ConditionTaskFailed is True when the last run of the current task failed.
-	ConditionTaskFailed = "TaskFailed"
-	// ConditionConfigurationAgreed is False when kube-apiservers are
-	// configured with different values.
-	ConditionConfigurationAgreed = "ConfigurationAgreed"
-	// ConditionUpgradeSafe and ConditionDowngradeSafe say whether the
-	// feature's state allows kube-apiserver to move to a newer or an older
-	// minor version.
-	ConditionUpgradeSafe   = "UpgradeSafe"
-	ConditionDowngradeSafe = "DowngradeSafe"
-)
-
 // apiServerComponent is the component kube-apiserver reports its uses as.
 const apiServerComponent = "kube-apiserver"
 
@@ -67,7 +49,9 @@ func stageOf(spec featuregate.FeatureSpec) featuresv1alpha1.FeatureStage {
 	return ""
 }
 
-func statusEqual(a, b *featuresv1alpha1.FeatureStatus) bool { return apiequality.Semantic.DeepEqual(a, b) }
+func statusEqual(a, b *featuresv1alpha1.FeatureStatus) bool {
+	return apiequality.Semantic.DeepEqual(a, b)
+}
 
 // reconcile brings the status of a Feature the binary knows up to date: what
 // the binary announces, the start of a transition, and the conditions. It
@@ -92,7 +76,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		target, turning, transition = featuresv1alpha1.FeatureStateOn, featuresv1alpha1.FeatureStateTurningOn, TurnOn
 	}
 	disagreeing := disagreeingAPIServers(s.Uses, configured)
-	setCondition(f, now, ConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
+	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
 		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
 
 	switch {
@@ -105,17 +89,17 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		// still runs the old value: (re)start towards the configured value.
 		s.State = turning
 		s.Tasks = taskEntries(c.cfg.Tasks.TasksFor(key, transition))
-		setCondition(f, now, ConditionTransitioning, true, string(transition), "", "", "")
-		meta.RemoveStatusCondition(&s.Conditions, ConditionTaskFailed)
-		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s: %s with %d tasks", f.Spec.FeatureName, turning, len(s.Tasks))
+		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), "", "", "")
+		meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
+		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s is %s; tasks: %s", f.Spec.FeatureName, turning, strings.Join(taskNamesOf(s.Tasks), ", "))
 	}
 	if len(s.Tasks) == 0 && s.State == target {
-		setCondition(f, now, ConditionTransitioning, false, "", "", "Stable", "")
+		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, false, "", "", "Stable", "")
 	}
 	if versionChange != "" && (s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff) {
 		if tasks := c.cfg.Tasks.TasksFor(key, versionChange); len(tasks) > 0 {
 			s.Tasks = append(s.Tasks, taskEntries(tasks)...)
-			setCondition(f, now, ConditionTransitioning, true, string(versionChange), "", "", "")
+			setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(versionChange), "", "", "")
 		}
 	}
 	c.setSafetyConditions(f, key, now)
@@ -136,6 +120,14 @@ func (c *Controller) versionChange(stored string) Transition {
 		return Downgrade
 	}
 	return ""
+}
+
+func taskNamesOf(tasks []featuresv1alpha1.FeatureTask) []string {
+	names := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		names = append(names, t.Name)
+	}
+	return names
 }
 
 func taskEntries(tasks []Task) []featuresv1alpha1.FeatureTask {
@@ -185,12 +177,12 @@ func (c *Controller) setSafetyConditions(f *featuresv1alpha1.Feature, key featur
 			reason, message = "DanglingUses", fmt.Sprintf("components run the feature %s while it is %s: %s", onOff(s.State != featuresv1alpha1.FeatureStateOn), s.State, strings.Join(dangling, "; "))
 		}
 	}
-	setCondition(f, now, ConditionUpgradeSafe, reason == "", "Safe", "", reason, message)
+	setCondition(f, now, featuresv1alpha1.FeatureConditionUpgradeSafe, reason == "", "Safe", "", reason, message)
 
 	if reason == "" && s.State == featuresv1alpha1.FeatureStateOn && !c.knownAtPreviousMinor(key) {
 		reason, message = "UnknownToPreviousVersion", fmt.Sprintf("kube-apiserver %d.%d does not know %s; turn it off before downgrading", c.cfg.EmulationVersion.Major(), c.cfg.EmulationVersion.Minor()-1, key)
 	}
-	setCondition(f, now, ConditionDowngradeSafe, reason == "", "Safe", "", reason, message)
+	setCondition(f, now, featuresv1alpha1.FeatureConditionDowngradeSafe, reason == "", "Safe", "", reason, message)
 }
 
 func onOff(on bool) string {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -87,6 +88,11 @@ func (w waitForUses) clear(ctx context.Context, tc *TaskContext) error {
 	cleared := f.DeepCopy()
 	cleared.Status.Uses = nil
 	updated, err := tc.Client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, cleared, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		// A component reported or another server cleared meanwhile: the
+		// entries left are looked at, and cleared, after the next period.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("clearing the uses: %w", err)
 	}

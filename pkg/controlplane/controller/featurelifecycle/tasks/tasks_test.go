@@ -125,7 +125,11 @@ func TestEveryRegisteredTaskCanBeExercised(t *testing.T) {
 	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(0))
 	Register(registry)
 	for _, feature := range registry.Features() {
-		for _, task := range registry.TasksFor(feature, featurelifecycle.TurnOff) {
+		var all []featurelifecycle.Task
+		for _, t := range []featurelifecycle.Transition{featurelifecycle.TurnOn, featurelifecycle.TurnOff, featurelifecycle.Upgrade, featurelifecycle.Downgrade} {
+			all = append(all, registry.TasksFor(feature, t)...)
+		}
+		for _, task := range all {
 			if task.Name() == featurelifecycle.WaitForUsesName {
 				continue
 			}

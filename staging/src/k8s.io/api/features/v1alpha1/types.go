@@ -102,6 +102,25 @@ const (
 	MaxFeatureConditions = 16
 )
 
+// Condition types of a Feature, set by kube-apiserver's server flow.
+const (
+	// FeatureConditionTransitioning is True while a transition runs; its
+	// reason is the transition (TurnOn, TurnOff, Upgrade, Downgrade) and its
+	// message says what the current task waits for.
+	FeatureConditionTransitioning = "Transitioning"
+	// FeatureConditionTaskFailed is True when the last run of the current task failed.
+	FeatureConditionTaskFailed = "TaskFailed"
+	// FeatureConditionConfigurationAgreed is False when kube-apiservers are
+	// configured with different values.
+	FeatureConditionConfigurationAgreed = "ConfigurationAgreed"
+	// FeatureConditionUpgradeSafe says whether the feature's state allows
+	// moving kube-apiserver to a newer minor version.
+	FeatureConditionUpgradeSafe = "UpgradeSafe"
+	// FeatureConditionDowngradeSafe says whether the feature's state allows
+	// moving kube-apiserver to an older minor version.
+	FeatureConditionDowngradeSafe = "DowngradeSafe"
+)
+
 // FeatureStatus is the state of a feature.
 type FeatureStatus struct {
 	// default is the feature's default value at the announcing kube-apiserver's

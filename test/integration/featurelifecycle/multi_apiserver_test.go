@@ -1,0 +1,232 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package featurelifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/pkg/controlplane/controller/featurelifecycle"
+	"k8s.io/kubernetes/pkg/controlplane/controller/featurelifecycle/tasks"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/test/integration/framework"
+)
+
+// TestThreeAPIServers runs three kube-apiservers on one etcd: leadership of
+// the Features is spread and agreed; killing the leader of a Feature in the
+// middle of its transition lets another one finish it within the liveness
+// bound; and servers that all believe they lead run the same tasks at once
+// without corrupting anything.
+func TestThreeAPIServers(t *testing.T) {
+	ctx := context.Background()
+	fastLifecycle(t)
+	for _, feature := range []featuregate.Feature{features.FeatureLifecycle, features.BalloonPod, features.PersistentVolumeClaimUnusedSinceTime} {
+		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, feature, true)
+	}
+	etcd := framework.SharedEtcd()
+	start := time.Now()
+	servers := map[string]*kubeapiservertesting.TestServer{}
+	stops := map[string]func(){}
+	var identities []string
+	for i := 1; i <= 3; i++ {
+		server := startAPIServer(t, fmt.Sprintf("host-%d", i), etcd)
+		stop := sync.OnceFunc(server.TearDownFn)
+		t.Cleanup(stop)
+		identity := waitForNewIdentity(t, server, identities)
+		identities = append(identities, identity)
+		servers[identity], stops[identity] = server, stop
+	}
+	slices.Sort(identities)
+	client := clientset.NewForConfigOrDie(servers[identities[0]].ClientConfig)
+	featureClient := client.FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+
+	// Every feature the servers know is announced by its rendezvous leader.
+	known := sets.New[string]()
+	for key := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+		if key != "AllAlpha" && key != "AllBeta" {
+			known.Insert(strings.ToLower(string(key)))
+		}
+	}
+	var led map[string]int
+	settled := func(ctx context.Context) (bool, error) {
+		list, err := featureClient.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		led = map[string]int{}
+		announced := sets.New[string]()
+		for _, f := range list.Items {
+			if f.Status.Announcer != featurelifecycle.LeaderOf(f.Name, identities) {
+				return false, nil
+			}
+			led[f.Status.Announcer]++
+			announced.Insert(f.Name)
+		}
+		return announced.IsSuperset(known), nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, settled); err != nil {
+		t.Fatalf("the %d features were not all announced by their leaders: %v (led: %v)", known.Len(), err, led)
+	}
+	t.Logf("%d Features announced by their rendezvous leaders %v after the first server started; features led: %v", known.Len(), time.Since(start).Round(100*time.Millisecond), led)
+	for _, identity := range identities {
+		if led[identity] < known.Len()/6 {
+			t.Errorf("%s leads %d of %d features, want about a third", identity, led[identity], known.Len())
+		}
+	}
+	// Agreed: nobody takes a Feature over once the servers see each other.
+	time.Sleep(3 * renewPeriod)
+	if ok, _ := settled(ctx); !ok {
+		t.Errorf("leadership changed while all servers were up: %v", led)
+	}
+
+	// Kill the leader of BalloonPod while a balloon holds it TurningOff.
+	balloons := tasks.WaitForNoBalloonPods{}
+	if err := balloons.Use(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	leader := featurelifecycle.LeaderOf("balloonpod", identities)
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, false)
+	waitFor(t, featureClient, "balloonpod", time.Minute, "held by WaitForNoBalloonPods", func(f *featuresv1alpha1.Feature) bool {
+		return f.Status.State == featuresv1alpha1.FeatureStateTurningOff && len(f.Status.Tasks) > 0 &&
+			f.Status.Tasks[0].Name == balloons.Name() && f.Status.Tasks[0].StartTime != nil
+	})
+	var survivors []string
+	for _, identity := range identities {
+		if identity != leader {
+			survivors = append(survivors, identity)
+		}
+	}
+	client = clientset.NewForConfigOrDie(servers[survivors[0]].ClientConfig)
+	featureClient = client.FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	leases := client.CoordinationV1().Leases(metav1.NamespaceSystem)
+	lease, err := leases.Get(ctx, leader, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash: the server stops and its lease stays, no longer renewed. (A
+	// graceful shutdown deletes the lease, and the others take over at once.)
+	stops[leader]()
+	killed := time.Now()
+	lease.ResourceVersion = ""
+	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := balloons.Release(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	f := waitFor(t, featureClient, "balloonpod", time.Minute, "Off", func(f *featuresv1alpha1.Feature) bool {
+		return f.Status.State == featuresv1alpha1.FeatureStateOff
+	})
+	failover := time.Since(killed)
+	// Liveness (three renew periods) plus a recheck, with room for a slow machine.
+	bound := 4*renewPeriod + 5*time.Second
+	t.Logf("BalloonPod: leader %s crashed mid-transition %v after its last renewal; %s finished the transition %v after the crash (bound %v)",
+		leader, killed.Sub(lease.Spec.RenewTime.Time).Round(100*time.Millisecond), f.Status.Announcer, failover.Round(100*time.Millisecond), bound)
+	if failover < 3*renewPeriod-killed.Sub(lease.Spec.RenewTime.Time) {
+		t.Errorf("another server finished the transition %v after the crash, before the dead leader's lease expired", failover)
+	}
+	if failover > bound {
+		t.Errorf("failover took %v, want within %v", failover, bound)
+	}
+	if want := featurelifecycle.LeaderOf("balloonpod", survivors); f.Status.Announcer != want {
+		t.Errorf("finished by %s, want the new leader %s", f.Status.Announcer, want)
+	}
+
+	// Two more servers that each see only themselves lead every Feature at
+	// once with the surviving leader: the tasks of a transition run up to
+	// three times at once.
+	var binary *version.Version
+	binary, err = version.ParseGeneric(f.Status.BinaryVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogueCtx, stopRogues := context.WithCancel(ctx)
+	t.Cleanup(stopRogues)
+	for _, identity := range []string{"rogue-1", "rogue-2"} {
+		registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait))
+		tasks.Register(registry)
+		go featurelifecycle.New(featurelifecycle.Config{
+			Namespace:        metav1.NamespaceSystem,
+			Identity:         identity,
+			Gate:             utilfeature.DefaultMutableFeatureGate,
+			BinaryVersion:    binary,
+			EmulationVersion: version.MajorMinor(binary.Major(), binary.Minor()),
+			Tasks:            registry,
+			Liveness:         0, // every other server looks dead
+			Recheck:          renewPeriod,
+			UnknownRetention: 3,
+			StaleUseAge:      usesWait,
+		}, client).Run(rogueCtx)
+	}
+	claims := tasks.ClearPVCUnusedCondition{}
+	if err := claims.Use(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PersistentVolumeClaimUnusedSinceTime, false)
+	f = waitFor(t, featureClient, "persistentvolumeclaimunusedsincetime", time.Minute, "Off", func(f *featuresv1alpha1.Feature) bool {
+		return f.Status.State == featuresv1alpha1.FeatureStateOff
+	})
+	stopRogues()
+	if err := claims.Pristine(ctx, client); err != nil {
+		t.Error(err)
+	}
+	if len(f.Status.Tasks) != 0 || meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTaskFailed) != nil {
+		t.Errorf("three leaders left tasks or a failure behind: %s", dump(f))
+	}
+}
+
+// waitForNewIdentity returns the identity of a server just started: the
+// name of the identity lease that is not among known.
+func waitForNewIdentity(t *testing.T, server *kubeapiservertesting.TestServer, known []string) string {
+	t.Helper()
+	client := clientset.NewForConfigOrDie(server.ClientConfig)
+	var identity string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		leases, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver"})
+		if err != nil {
+			return false, nil
+		}
+		for _, lease := range leases.Items {
+			if !slices.Contains(known, lease.Name) {
+				identity = lease.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no identity lease for the new kube-apiserver: %v", err)
+	}
+	return identity
+}
