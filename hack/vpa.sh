@@ -42,6 +42,7 @@ crds() {
   mkdir -p "$VPAOUT/crds"
   cat "$work/autoscaling.k8s.io_verticalpodautoscalercheckpoints.yaml" \
     "$work/autoscaling.k8s.io_verticalpodautoscalers.yaml" \
+    "$work/autoscaling.k8s.io_verticalpodautoscalercheckpointslices.yaml" \
     "$work/autoscaling.k8s.io_verticalpodautoscalerslices.yaml" >"$VPAOUT/crds/vpa-v1-crd-gen.yaml"
   if ! diff -u "$TREE/deploy/vpa-v1-crd-gen.yaml" "$VPAOUT/crds/vpa-v1-crd-gen.yaml"; then
     echo "deploy/vpa-v1-crd-gen.yaml is stale: run hack/generate-crd-yaml.sh in $TREE"

@@ -56,31 +56,58 @@ func ScopedPodLabels(cluster ClusterState, podID PodID, podLabels map[string]str
 	return podLabels
 }
 
-// NodeAggregations returns, for each node that runs a live pod of the VPA,
-// the aggregated state of each container of that node's pod. Nodes without
-// such a pod (gone, or the DaemonSet does not run there) have no entry.
-func (cluster *clusterState) NodeAggregations(vpa *Vpa) map[string]ContainerNameToAggregateStateMap {
-	nodes := map[string]ContainerNameToAggregateStateMap{}
+// NodePods returns the live pods of the VPA by node, for the nodes that run
+// one (normally one pod a node; two for a moment during a rollout).
+func (cluster *clusterState) NodePods(vpa *Vpa) map[string][]PodID {
+	nodes := map[string][]PodID{}
 	for podID, pod := range cluster.pods {
 		if podID.Namespace != vpa.ID.Namespace || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
 			continue
 		}
 		podLabels := cluster.labelSetMap[pod.labelSetKey]
 		if node := podLabels[NodeScopeLabel]; node != "" && vpa.PodSelector != nil && vpa.PodSelector.Matches(podLabels) {
-			nodes[node] = ContainerNameToAggregateStateMap{}
+			nodes[node] = append(nodes[node], podID)
 		}
-	}
-	for key, aggregation := range vpa.aggregateContainerStates {
-		byContainer, live := nodes[key.Labels().Get(NodeScopeLabel)]
-		if !live {
-			continue
-		}
-		state, found := byContainer[key.ContainerName()]
-		if !found {
-			state = NewAggregateContainerState()
-			byContainer[key.ContainerName()] = state
-		}
-		state.MergeContainerState(aggregation)
 	}
 	return nodes
+}
+
+// NodeAggregations returns, for each of the given nodes, the aggregated state
+// of each container of the VPA's pods on that node: the node's aggregations
+// merged with its checkpointed history (NodeInitialAggregateStates), in new
+// objects that the caller may change.
+func (cluster *clusterState) NodeAggregations(vpa *Vpa, nodes map[string]bool) map[string]ContainerNameToAggregateStateMap {
+	result := make(map[string]ContainerNameToAggregateStateMap, len(nodes))
+	merge := func(node, container string, state *AggregateContainerState) {
+		byContainer, found := result[node]
+		if !found {
+			byContainer = ContainerNameToAggregateStateMap{}
+			result[node] = byContainer
+		}
+		merged, found := byContainer[container]
+		if !found {
+			merged = NewAggregateContainerState()
+			byContainer[container] = merged
+		}
+		merged.MergeContainerState(state)
+	}
+	for key, aggregation := range vpa.aggregateContainerStates {
+		if node := key.Labels().Get(NodeScopeLabel); nodes[node] {
+			merge(node, key.ContainerName(), aggregation)
+		}
+	}
+	for node, byContainer := range vpa.NodeInitialAggregateStates {
+		if !nodes[node] {
+			continue
+		}
+		for container, state := range byContainer {
+			merge(node, container, state)
+		}
+	}
+	for node := range nodes {
+		if _, found := result[node]; !found {
+			result[node] = ContainerNameToAggregateStateMap{}
+		}
+	}
+	return result
 }

@@ -18,11 +18,18 @@ package routines
 
 import (
 	"context"
+	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/logic"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
@@ -35,20 +42,77 @@ import (
 // recommendation (status.recommendation).
 const MinNodeHistory = time.Hour
 
+// NodeScope is what the recommender uses for VPAs with scope node.
+type NodeScope struct {
+	// Writer stores the per-node recommendations.
+	Writer NodeScopeWriter
+	// Nodes tells which nodes the DaemonSet can run on; nil: every node
+	// that runs a pod of it.
+	Nodes NodeChecker
+	// Checkpoints stores the per-node history; nil: none is stored.
+	Checkpoints NodeCheckpointStore
+}
+
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
 type NodeScopeWriter interface {
 	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (nodescope.Plan, error)
 }
 
-// NodeRecommendations computes the recommendation of each live node of a VPA
-// with scope node, with the same recommender, format and post-processors (so
-// the same resource policy) as the VPA's own recommendation. A node whose pod
-// has less than MinNodeHistory of history maps to nil.
-func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler,
+// NodeChecker tells which nodes count for a VPA with scope node.
+type NodeChecker interface {
+	// Eligible tells whether the DaemonSet of the pod can run on the node.
+	Eligible(pod model.PodID, node string) bool
+	// Exists tells whether the node exists.
+	Exists(node string) bool
+}
+
+// NodeCheckpointStore stores the per-node history of VPAs with scope node.
+type NodeCheckpointStore interface {
+	Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (map[string][]vpa_alpha.ContainerCheckpoint, error)
+	Store(ctx context.Context, now time.Time, histories []nodescope.NodeHistory) (nodescope.StoreStats, error)
+	Holds(vpa types.UID, node string) bool
+}
+
+// NewNodeScope returns the NodeScope of the recommender: slices and
+// checkpoint slices through the client and, with the DaemonSetNodeScope gate
+// on, the nodes of the informer factory (so that the gate off adds no informer).
+func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, pods listersv1.PodLister, factory informers.SharedInformerFactory) NodeScope {
+	scope := NodeScope{
+		Writer:      &nodescope.Writer{Client: client},
+		Checkpoints: nodescope.NewCheckpointStore(client),
+	}
+	if features.Enabled(features.DaemonSetNodeScope) {
+		scope.Nodes = nodescope.NewNodes(pods, factory)
+	}
+	return scope
+}
+
+// liveNodes returns the nodes of the VPA's live pods that the DaemonSet can
+// run on, and the pods by node.
+func (r *recommender) liveNodes(vpa *model.Vpa) (map[string]bool, map[string][]model.PodID) {
+	pods := r.clusterState.NodePods(vpa)
+	live := make(map[string]bool, len(pods))
+	for node, podIDs := range pods {
+		for _, pod := range podIDs {
+			if r.nodeScope.Nodes == nil || r.nodeScope.Nodes.Eligible(pod, node) {
+				live[node] = true
+				break
+			}
+		}
+	}
+	return live, pods
+}
+
+// NodeRecommendations computes the recommendation of each of the given nodes
+// of a VPA with scope node, with the same recommender, format and
+// post-processors (so the same resource policy) as the VPA's own
+// recommendation. A node whose pod has less than MinNodeHistory of history
+// (its own and checkpointed) maps to nil.
+func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[string]bool, observedVpa *vpa_types.VerticalPodAutoscaler,
 	recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
 ) map[string]*vpa_types.RecommendedPodResources {
 	recs := map[string]*vpa_types.RecommendedPodResources{}
-	for node, containers := range cluster.NodeAggregations(vpa) {
+	for node, containers := range cluster.NodeAggregations(vpa, nodes) {
 		autoscaled := model.ContainerNameToAggregateStateMap{}
 		enough := len(containers) > 0
 		for name, state := range containers {
@@ -73,16 +137,126 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, observedVpa
 	return recs
 }
 
+// NodeCheckpoints returns the checkpoint of each container of the VPA's pods on
+// the given nodes. As upstream's checkpoint writer does for the VPA-wide
+// checkpoints, it leaves out the memory peak of the current aggregation window
+// of each container, which would count twice after a restore.
+func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[string][]model.PodID, nodes []string, now time.Time) map[string][]vpa_alpha.ContainerCheckpoint {
+	set := make(map[string]bool, len(nodes))
+	for _, node := range nodes {
+		set[node] = true
+	}
+	result := make(map[string][]vpa_alpha.ContainerCheckpoint, len(nodes))
+	for node, containers := range cluster.NodeAggregations(vpa, set) {
+		for _, podID := range pods[node] {
+			pod := cluster.Pods()[podID]
+			if pod == nil {
+				continue
+			}
+			for name, container := range pod.Containers {
+				if state, found := containers[name]; found && now.Before(container.WindowEnd) {
+					state.AggregateMemoryPeaks.SubtractSample(model.BytesFromMemoryAmount(container.GetMaxMemoryPeak()), 1.0, container.WindowEnd)
+				}
+			}
+		}
+		entry := make([]vpa_alpha.ContainerCheckpoint, 0, len(containers))
+		for name, state := range containers {
+			checkpoint, err := state.SaveToCheckpoint()
+			if err != nil {
+				klog.ErrorS(err, "Cannot checkpoint the history of a node", "vpa", klog.KRef(vpa.ID.Namespace, vpa.ID.VpaName), "node", node, "container", name)
+				continue
+			}
+			entry = append(entry, vpa_alpha.ContainerCheckpoint{ContainerName: name, Checkpoint: *checkpoint})
+		}
+		sort.Slice(entry, func(i, j int) bool { return entry[i].ContainerName < entry[j].ContainerName })
+		result[node] = entry
+	}
+	return result
+}
+
+// loadNodeCheckpoints puts the checkpointed history of each node of the VPA
+// into the model, once per VPA (model.Vpa.NodeInitialAggregateStates).
+func (r *recommender) loadNodeCheckpoints(ctx context.Context, vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler) {
+	if r.nodeScope.Checkpoints == nil || !r.useCheckpoints || vpa.NodeInitialAggregateStates != nil {
+		return
+	}
+	loaded, err := r.nodeScope.Checkpoints.Load(ctx, observedVpa)
+	if err != nil {
+		klog.ErrorS(err, "Cannot load the per-node checkpoints of VPA", "vpa", klog.KObj(observedVpa))
+		return
+	}
+	states := make(map[string]model.ContainerNameToAggregateStateMap, len(loaded))
+	for node, containers := range loaded {
+		states[node] = model.ContainerNameToAggregateStateMap{}
+		for _, c := range containers {
+			state := model.NewAggregateContainerState()
+			if err := state.LoadFromCheckpoint(&c.Checkpoint); err != nil {
+				klog.ErrorS(err, "Cannot load the checkpoint of a node", "vpa", klog.KObj(observedVpa), "node", node, "container", c.ContainerName)
+				continue
+			}
+			states[node][c.ContainerName] = state
+		}
+	}
+	vpa.NodeInitialAggregateStates = states
+	klog.V(3).InfoS("Loaded per-node checkpoints", "vpa", klog.KObj(observedVpa), "nodes", len(states))
+}
+
 // updateNodeRecommendations writes the per-node recommendations of a VPA with
 // scope node; it does nothing for other VPAs or without a writer.
 func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler) {
-	if r.nodeScopeWriter == nil || !vpa.IsNodeScoped() {
+	if r.nodeScope.Writer == nil || !vpa.IsNodeScoped() {
 		return
 	}
-	recs := NodeRecommendations(r.clusterState, vpa, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
-	plan, err := r.nodeScopeWriter.Write(context.TODO(), observedVpa, recs)
+	r.loadNodeCheckpoints(context.TODO(), vpa, observedVpa)
+	live, _ := r.liveNodes(vpa)
+	recs := NodeRecommendations(r.clusterState, vpa, live, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
+	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs)
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))
 	}
 	klog.V(4).InfoS("Per-node recommendations", "vpa", klog.KObj(observedVpa), "nodes", len(recs), "created", len(plan.Create), "updated", len(plan.Update), "deleted", len(plan.Delete))
+}
+
+// maintainNodeCheckpoints stores the per-node history of the VPAs with scope
+// node and drops from the model the checkpointed history of nodes the store
+// let go (node gone, or no live pod of the DaemonSet that fits it for the
+// grace period).
+func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
+	if r.nodeScope.Checkpoints == nil {
+		return
+	}
+	now := time.Now()
+	var histories []nodescope.NodeHistory
+	var vpas []*model.Vpa
+	for _, observed := range r.clusterState.ObservedVPAs() {
+		vpa, found := r.clusterState.VPAs()[model.VpaID{Namespace: observed.Namespace, VpaName: observed.Name}]
+		if !found || !vpa.IsNodeScoped() {
+			continue
+		}
+		live, pods := r.liveNodes(vpa)
+		h := nodescope.NodeHistory{
+			VPA:  observed,
+			Live: live,
+			Checkpoints: func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint {
+				return NodeCheckpoints(r.clusterState, vpa, pods, nodes, now)
+			},
+		}
+		if r.nodeScope.Nodes != nil {
+			h.Exists = r.nodeScope.Nodes.Exists
+		}
+		histories = append(histories, h)
+		vpas = append(vpas, vpa)
+	}
+	stats, err := r.nodeScope.Checkpoints.Store(ctx, now, histories)
+	if err != nil {
+		klog.ErrorS(err, "Cannot store all per-node checkpoints")
+	}
+	for i, vpa := range vpas {
+		for node := range vpa.NodeInitialAggregateStates {
+			if !r.nodeScope.Checkpoints.Holds(histories[i].VPA.UID, node) {
+				delete(vpa.NodeInitialAggregateStates, node)
+			}
+		}
+	}
+	klog.V(4).InfoS("Per-node checkpoints", "vpas", len(histories), "slices", stats.Slices, "writes", stats.Writes, "pending", stats.Pending)
 }

@@ -66,7 +66,7 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 				start := time.Now()
 				f.r.UpdateVPAs()
 				first := time.Since(start)
-				client := f.r.nodeScopeWriter.(*nodescope.Writer).Client
+				client := f.r.nodeScope.Writer.(*nodescope.Writer).Client
 				slices, err := client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
 				if err != nil {
 					b.Fatal(err)

@@ -47,10 +47,10 @@ type nodeScopeFixture struct {
 	cluster  model.ClusterState
 	apiVPA   *vpa_types.VerticalPodAutoscaler
 	selector labels.Selector
+	client   *vpa_fake.Clientset
 }
 
 func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.PodResourcePolicy) *nodeScopeFixture {
-	cfg := recommender_config.DefaultRecommenderConfig()
 	apiVPA := &vpa_types.VerticalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling.k8s.io/v1", Kind: "VerticalPodAutoscaler"},
 		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "vpa-uid"},
@@ -63,7 +63,7 @@ func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScop
 	client := vpa_fake.NewSimpleClientset(apiVPA) //nolint:staticcheck // as the other tests of this package
 	// The fake clientset does not generate names, the API server does.
 	generated := 0
-	client.PrependReactor("create", "verticalpodautoscalerslices", func(action core.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("create", "*", func(action core.Action) (bool, runtime.Object, error) {
 		obj := action.(core.CreateAction).GetObject().(metav1.Object)
 		if obj.GetName() == "" {
 			generated++
@@ -71,13 +71,23 @@ func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScop
 		}
 		return false, nil, nil
 	})
+	f := &nodeScopeFixture{apiVPA: apiVPA, client: client}
+	f.start(t)
+	return f
+}
+
+// start makes the fixture's recommender, with a new cluster state, as a
+// recommender (re)starting on the fixture's API server.
+func (f *nodeScopeFixture) start(t testing.TB) {
+	cfg := recommender_config.DefaultRecommenderConfig()
+	client, apiVPA := f.client, f.apiVPA
 	cluster := model.NewClusterState(time.Minute)
 	selector := labels.SelectorFromSet(labels.Set{"app": "agent"})
 	if err := cluster.AddOrUpdateVpa(apiVPA, selector); err != nil {
 		t.Fatal(err)
 	}
 	cluster.SetObservedVPAs([]*vpa_types.VerticalPodAutoscaler{apiVPA})
-	r := RecommenderFactory{
+	f.r = RecommenderFactory{
 		ClusterState: cluster,
 		VpaClient:    client.AutoscalingV1(),
 		PodResourceRecommender: logic.CreatePodResourceRecommender(logic.RecommendationConfig{
@@ -96,9 +106,13 @@ func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScop
 		RecommendationFormat:         logic.RecommendationFormat{RoundCPUMillicores: 1, RoundMemoryBytes: 1},
 		RecommendationPostProcessors: []RecommendationPostProcessor{NewCappingRecommendationProcessor(nil)},
 		UpdateWorkerCount:            1,
-		NodeScopeWriter:              &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
+		NodeScope: NodeScope{
+			Writer:      &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
+			Checkpoints: nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
+		},
+		UseCheckpoints: true,
 	}.Make().(*recommender)
-	return &nodeScopeFixture{r: r, cluster: cluster, apiVPA: apiVPA, selector: selector}
+	f.cluster, f.selector = cluster, selector
 }
 
 // addPod adds the DaemonSet's pod on a node, as the cluster feeder does.
@@ -133,7 +147,7 @@ func (f *nodeScopeFixture) feed(t testing.TB, node string, cores float64, memByt
 }
 
 func (f *nodeScopeFixture) slices(t testing.TB) map[string]vpa_types.RecommendedPodResources {
-	list, err := f.r.nodeScopeWriter.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +218,11 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	}
 
 	// A second loop without new samples writes nothing.
-	client := f.r.nodeScopeWriter.(*nodescope.Writer).Client
+	client := f.r.nodeScope.Writer.(*nodescope.Writer).Client
+	modelVPA := f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
+	live, _ := f.r.liveNodes(modelVPA)
 	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
-		NodeRecommendations(f.cluster, f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}], f.apiVPA,
-			f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
+		NodeRecommendations(f.cluster, modelVPA, live, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
 	if err != nil || plan.Writes() != 0 {
 		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
 	}

@@ -30,6 +30,11 @@ const (
 	// VPANameLabel is the label that names the VerticalPodAutoscaler of a slice,
 	// so that its slices are listed with a label selector.
 	VPANameLabel = "autoscaling.k8s.io/vpa-name"
+
+	// MaxCheckpointSliceBytes is the size (JSON) up to which the recommender
+	// fills a VerticalPodAutoscalerCheckpointSlice with nodes: half of 1 MiB,
+	// well below etcd's default request limit of 1.5 MiB.
+	MaxCheckpointSliceBytes = 512 * 1024
 )
 
 // +genclient
@@ -85,4 +90,74 @@ type VerticalPodAutoscalerSliceList struct {
 
 	// items is the list of slices.
 	Items []VerticalPodAutoscalerSlice `json:"items"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:resource:shortName=vpacheckpointslice
+// +kubebuilder:printcolumn:name="VPA",type="string",JSONPath=".vpaName"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=https://github.com/kubernetes/kubernetes/pull/63797"
+
+// VerticalPodAutoscalerCheckpointSlice holds the checkpoints of the per-node
+// usage history of one VerticalPodAutoscaler with scope node, for as many nodes
+// as fit in 512 KiB. The recommender writes them and reads them back when it
+// starts, so that a restart keeps the history, and with it the recommendation,
+// of each node. The VerticalPodAutoscaler owns its checkpoint slices
+// (ownerReference); the DaemonSet-wide history stays in its
+// VerticalPodAutoscalerCheckpoints.
+type VerticalPodAutoscalerCheckpointSlice struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// vpaName is the name of the VerticalPodAutoscaler, in the slice's
+	// namespace, whose history the slice holds.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="vpaName is immutable"
+	VPAName string `json:"vpaName"`
+
+	// nodes holds the checkpoints of the pod on each node of the slice.
+	// +listType=map
+	// +listMapKey=nodeName
+	// +optional
+	Nodes []NodeCheckpoint `json:"nodes,omitempty"`
+}
+
+// NodeCheckpoint is the checkpointed history of the pod on one node.
+type NodeCheckpoint struct {
+	// nodeName is the name of the node.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// containers holds the checkpoint of each container of the node's pod.
+	// +listType=map
+	// +listMapKey=containerName
+	// +optional
+	Containers []ContainerCheckpoint `json:"containers,omitempty"`
+}
+
+// ContainerCheckpoint is the checkpoint of one container.
+type ContainerCheckpoint struct {
+	// containerName is the name of the container.
+	// +kubebuilder:validation:MinLength=1
+	ContainerName string `json:"containerName"`
+
+	// checkpoint is the container's aggregated usage, in the format of
+	// VerticalPodAutoscalerCheckpoint's status.
+	Checkpoint vpa_types.VerticalPodAutoscalerCheckpointStatus `json:"checkpoint"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// VerticalPodAutoscalerCheckpointSliceList is a list of
+// VerticalPodAutoscalerCheckpointSlice objects.
+type VerticalPodAutoscalerCheckpointSliceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata"`
+
+	// items is the list of checkpoint slices.
+	Items []VerticalPodAutoscalerCheckpointSlice `json:"items"`
 }

@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// VerticalPodAutoscalerCheckpointSliceListerExpansion allows custom methods to be added to
+// VerticalPodAutoscalerCheckpointSliceLister.
+type VerticalPodAutoscalerCheckpointSliceListerExpansion interface{}
+
+// VerticalPodAutoscalerCheckpointSliceNamespaceListerExpansion allows custom methods to be added to
+// VerticalPodAutoscalerCheckpointSliceNamespaceLister.
+type VerticalPodAutoscalerCheckpointSliceNamespaceListerExpansion interface{}
+
 // VerticalPodAutoscalerSliceListerExpansion allows custom methods to be added to
 // VerticalPodAutoscalerSliceLister.
 type VerticalPodAutoscalerSliceListerExpansion interface{}

@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// VerticalPodAutoscalerCheckpointSlices returns a VerticalPodAutoscalerCheckpointSliceInformer.
+	VerticalPodAutoscalerCheckpointSlices() TypedVerticalPodAutoscalerCheckpointSliceInformer
 	// VerticalPodAutoscalerSlices returns a VerticalPodAutoscalerSliceInformer.
 	VerticalPodAutoscalerSlices() TypedVerticalPodAutoscalerSliceInformer
 }
@@ -37,6 +39,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// VerticalPodAutoscalerCheckpointSlices returns a TypedVerticalPodAutoscalerCheckpointSliceInformer.
+func (v *version) VerticalPodAutoscalerCheckpointSlices() TypedVerticalPodAutoscalerCheckpointSliceInformer {
+	return &verticalPodAutoscalerCheckpointSliceInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // VerticalPodAutoscalerSlices returns a TypedVerticalPodAutoscalerSliceInformer.

@@ -28,12 +28,17 @@ import (
 
 type AutoscalingV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	VerticalPodAutoscalerCheckpointSlicesGetter
 	VerticalPodAutoscalerSlicesGetter
 }
 
 // AutoscalingV1alpha1Client is used to interact with features provided by the autoscaling.k8s.io group.
 type AutoscalingV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *AutoscalingV1alpha1Client) VerticalPodAutoscalerCheckpointSlices(namespace string) VerticalPodAutoscalerCheckpointSliceInterface {
+	return newVerticalPodAutoscalerCheckpointSlices(c, namespace)
 }
 
 func (c *AutoscalingV1alpha1Client) VerticalPodAutoscalerSlices(namespace string) VerticalPodAutoscalerSliceInterface {

@@ -28,6 +28,10 @@ type FakeAutoscalingV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeAutoscalingV1alpha1) VerticalPodAutoscalerCheckpointSlices(namespace string) v1alpha1.VerticalPodAutoscalerCheckpointSliceInterface {
+	return newFakeVerticalPodAutoscalerCheckpointSlices(c, namespace)
+}
+
 func (c *FakeAutoscalingV1alpha1) VerticalPodAutoscalerSlices(namespace string) v1alpha1.VerticalPodAutoscalerSliceInterface {
 	return newFakeVerticalPodAutoscalerSlices(c, namespace)
 }

@@ -1,0 +1,444 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodescope
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+)
+
+const (
+	// DefaultMaxCheckpointWrites is the most checkpoint slice writes of one
+	// recommender loop, over all VPAs with scope node.
+	DefaultMaxCheckpointWrites = 10
+	// DefaultCheckpointGracePeriod is how long a node that still exists keeps
+	// its checkpoint after its pod is gone or the DaemonSet stopped fitting it,
+	// so that the gap between two pods of a rolling update loses nothing.
+	DefaultCheckpointGracePeriod = 10 * time.Minute
+)
+
+// NodeHistory is what CheckpointStore.Store needs of one VPA with scope node.
+type NodeHistory struct {
+	VPA *vpa_types.VerticalPodAutoscaler
+	// Live are the nodes that run a live pod of the VPA and that the DaemonSet
+	// can run on.
+	Live map[string]bool
+	// Exists tells whether a node exists; nil counts every node as existing.
+	Exists func(node string) bool
+	// Checkpoints returns the checkpoint of each container of the VPA's pod on
+	// each of the given nodes.
+	Checkpoints func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint
+}
+
+// StoreStats is what one Store did and left for later.
+type StoreStats struct {
+	Slices  int // checkpoint slices of all VPAs after the writes
+	Writes  int // API writes
+	Pending int // writes left for the next loops
+}
+
+// CheckpointStore keeps the per-node history of VPAs with scope node in
+// VerticalPodAutoscalerCheckpointSlices. Nodes are packed into slices of up to
+// MaxBytes and stay in their slice (sticky, as EndpointSlices). Each Store
+// makes at most MaxWrites API writes: first the slices whose nodes changed
+// (created, updated, deleted), then the refresh of the slices written longest
+// ago, so that every slice is rewritten in turn.
+//
+// The store remembers the slices it wrote and reads them from the API server
+// only on the first use of a VPA and after a failed write.
+type CheckpointStore struct {
+	Client      vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter
+	MaxWrites   int
+	MaxBytes    int
+	GracePeriod time.Duration
+
+	mu   sync.Mutex
+	vpas map[types.UID]*vpaCheckpoints
+}
+
+// NewCheckpointStore returns a CheckpointStore with the default limits.
+func NewCheckpointStore(client vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter) *CheckpointStore {
+	return &CheckpointStore{
+		Client:      client,
+		MaxWrites:   DefaultMaxCheckpointWrites,
+		MaxBytes:    vpa_alpha.MaxCheckpointSliceBytes,
+		GracePeriod: DefaultCheckpointGracePeriod,
+	}
+}
+
+type vpaCheckpoints struct {
+	stale    bool // a write failed: read the slices again
+	slices   []*checkpointSlice
+	size     map[string]int       // JSON size of each node's entry, as last serialized
+	lastLive map[string]time.Time // when each node held by the store was last live
+}
+
+type checkpointSlice struct {
+	name, resourceVersion string
+	uid                   types.UID
+	nodes                 []string
+	bytes                 int
+	written               time.Time
+	dirty                 bool // nodes changed since the last write
+}
+
+// Load reads the checkpoint slices of the VPA and returns the checkpoints of
+// each node's containers. A node found in two slices (a move that a restart
+// interrupted) gets the more recent entry.
+func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (map[string][]vpa_alpha.ContainerCheckpoint, error) {
+	state, entries, err := s.list(ctx, vpa)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.vpas == nil {
+		s.vpas = map[types.UID]*vpaCheckpoints{}
+	}
+	s.vpas[vpa.UID] = state
+	return entries, nil
+}
+
+func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (*vpaCheckpoints, map[string][]vpa_alpha.ContainerCheckpoint, error) {
+	list, err := s.Client.VerticalPodAutoscalerCheckpointSlices(vpa.Namespace).List(ctx,
+		metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa.Name}.String()})
+	if err != nil {
+		return nil, nil, err
+	}
+	var items []*vpa_alpha.VerticalPodAutoscalerCheckpointSlice
+	for i := range list.Items {
+		// Slices of an earlier VPA of the same name wait for the garbage collector.
+		if item := &list.Items[i]; item.VPAName == vpa.Name && ownedBy(item, vpa.UID) {
+			items = append(items, item)
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+
+	latest := map[string]time.Time{}
+	winner := map[string]int{}
+	for i, item := range items {
+		for _, entry := range item.Nodes {
+			if at, seen := latest[entry.NodeName]; !seen || lastUpdate(entry).After(at) {
+				latest[entry.NodeName], winner[entry.NodeName] = lastUpdate(entry), i
+			}
+		}
+	}
+	now := time.Now()
+	state := &vpaCheckpoints{size: map[string]int{}, lastLive: map[string]time.Time{}}
+	entries := map[string][]vpa_alpha.ContainerCheckpoint{}
+	for i, item := range items {
+		slice := &checkpointSlice{name: item.Name, uid: item.UID, resourceVersion: item.ResourceVersion, written: now}
+		for _, entry := range item.Nodes {
+			if winner[entry.NodeName] != i || entries[entry.NodeName] != nil {
+				slice.dirty = true
+				continue
+			}
+			slice.nodes = append(slice.nodes, entry.NodeName)
+			entries[entry.NodeName] = entry.Containers
+			state.size[entry.NodeName] = entrySize(entry)
+			slice.bytes += state.size[entry.NodeName]
+			// A node counts as live when loaded: the grace period runs from here.
+			state.lastLive[entry.NodeName] = now
+		}
+		if len(item.Nodes) > 0 {
+			slice.written = lastUpdate(item.Nodes[0])
+		}
+		state.slices = append(state.slices, slice)
+	}
+	return state, entries, nil
+}
+
+// Holds tells whether the store keeps a checkpoint of the node for the VPA.
+func (s *CheckpointStore) Holds(vpa types.UID, node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state := s.vpas[vpa]
+	if state == nil {
+		return false
+	}
+	_, held := state.lastLive[node]
+	return held
+}
+
+type checkpointWrite struct {
+	state   *vpaCheckpoints
+	history *NodeHistory
+	slice   *checkpointSlice
+	order   int // 0 create, 1 update of changed nodes, 2 delete, 3 refresh
+}
+
+// Store brings the checkpoint slices of the given VPAs up to date, within
+// MaxWrites API writes and the context's deadline. VPAs not given are
+// forgotten (their slices go with the VPA, by ownerReference).
+func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []NodeHistory) (StoreStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.vpas == nil {
+		s.vpas = map[types.UID]*vpaCheckpoints{}
+	}
+	var errs []error
+	var writes []checkpointWrite
+	given := map[types.UID]bool{}
+	for i := range histories {
+		h := &histories[i]
+		given[h.VPA.UID] = true
+		state := s.vpas[h.VPA.UID]
+		if state == nil || state.stale {
+			fresh, _, err := s.list(ctx, h.VPA)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if state != nil {
+				for node, last := range state.lastLive {
+					if _, found := fresh.lastLive[node]; !found {
+						fresh.lastLive[node] = last
+					}
+				}
+			}
+			state = fresh
+			s.vpas[h.VPA.UID] = state
+		}
+		writes = append(writes, s.plan(state, h, now)...)
+	}
+	for uid := range s.vpas {
+		if !given[uid] {
+			delete(s.vpas, uid)
+		}
+	}
+	sort.SliceStable(writes, func(i, j int) bool {
+		if writes[i].order != writes[j].order {
+			return writes[i].order < writes[j].order
+		}
+		return writes[i].slice.written.Before(writes[j].slice.written)
+	})
+
+	var stats StoreStats
+	for _, w := range writes {
+		if stats.Writes >= s.MaxWrites || ctx.Err() != nil {
+			stats.Pending++
+			continue
+		}
+		stats.Writes++
+		if err := s.write(ctx, w, now); err != nil {
+			errs = append(errs, err)
+			// Read the slices again before the next plan.
+			w.state.stale = true
+		}
+	}
+	for _, state := range s.vpas {
+		stats.Slices += len(state.slices)
+	}
+	return stats, errors.Join(errs...)
+}
+
+// plan updates the state's slices (nodes gone out, new nodes in) and returns
+// the writes the VPA needs.
+func (s *CheckpointStore) plan(state *vpaCheckpoints, h *NodeHistory, now time.Time) []checkpointWrite {
+	for node := range h.Live {
+		state.lastLive[node] = now
+	}
+	for node, last := range state.lastLive {
+		if !h.Live[node] && (now.Sub(last) >= s.GracePeriod || (h.Exists != nil && !h.Exists(node))) {
+			delete(state.lastLive, node)
+			delete(state.size, node)
+		}
+	}
+
+	placed := map[string]bool{}
+	for _, slice := range state.slices {
+		kept := make([]string, 0, len(slice.nodes))
+		slice.bytes = 0
+		for _, node := range slice.nodes {
+			_, held := state.lastLive[node]
+			// A slice whose entries grew past MaxBytes lets its last nodes go.
+			if !held || placed[node] || (len(kept) > 0 && slice.bytes+state.size[node] > s.MaxBytes) {
+				slice.dirty = true
+				continue
+			}
+			kept = append(kept, node)
+			placed[node] = true
+			slice.bytes += state.size[node]
+		}
+		slice.nodes = kept
+	}
+
+	var unplaced, unsized []string
+	for node := range state.lastLive {
+		if !placed[node] {
+			unplaced = append(unplaced, node)
+			if _, sized := state.size[node]; !sized {
+				unsized = append(unsized, node)
+			}
+		}
+	}
+	sort.Strings(unplaced)
+	if len(unsized) > 0 {
+		for node, containers := range h.Checkpoints(unsized) {
+			state.size[node] = entrySize(vpa_alpha.NodeCheckpoint{NodeName: node, Containers: containers})
+		}
+	}
+	for _, node := range unplaced {
+		var target *checkpointSlice
+		for _, slice := range state.slices {
+			if slice.bytes+state.size[node] <= s.MaxBytes {
+				target = slice
+				break
+			}
+		}
+		if target == nil {
+			target = &checkpointSlice{}
+			state.slices = append(state.slices, target)
+		}
+		target.nodes = append(target.nodes, node)
+		target.bytes += state.size[node]
+		target.dirty = true
+	}
+
+	var writes []checkpointWrite
+	slices := state.slices[:0]
+	for _, slice := range state.slices {
+		w := checkpointWrite{state: state, history: h, slice: slice, order: 3}
+		switch {
+		case slice.name == "" && len(slice.nodes) == 0:
+			continue
+		case slice.name == "":
+			w.order = 0
+		case len(slice.nodes) == 0:
+			w.order = 2
+		case slice.dirty:
+			w.order = 1
+		}
+		slices = append(slices, slice)
+		writes = append(writes, w)
+	}
+	state.slices = slices
+	return writes
+}
+
+func (s *CheckpointStore) write(ctx context.Context, w checkpointWrite, now time.Time) error {
+	client := s.Client.VerticalPodAutoscalerCheckpointSlices(w.history.VPA.Namespace)
+	slice := w.slice
+	if len(slice.nodes) == 0 {
+		err := client.Delete(ctx, slice.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &slice.uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		w.state.slices = removeSlice(w.state.slices, slice)
+		return nil
+	}
+
+	checkpoints := w.history.Checkpoints(slice.nodes)
+	obj := newCheckpointSlice(w.history.VPA)
+	obj.Name, obj.ResourceVersion = slice.name, slice.resourceVersion
+	slice.bytes = 0
+	for i, node := range slice.nodes {
+		entry := vpa_alpha.NodeCheckpoint{NodeName: node, Containers: checkpoints[node]}
+		size := entrySize(entry)
+		if i > 0 && slice.bytes+size > s.MaxBytes {
+			// Grown since planned: the rest waits for a slice with room.
+			slice.nodes = slice.nodes[:i]
+			break
+		}
+		w.state.size[node] = size
+		slice.bytes += size
+		obj.Nodes = append(obj.Nodes, entry)
+	}
+
+	var written *vpa_alpha.VerticalPodAutoscalerCheckpointSlice
+	var err error
+	if slice.name == "" {
+		written, err = client.Create(ctx, obj, metav1.CreateOptions{})
+	} else {
+		written, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	slice.name, slice.uid, slice.resourceVersion = written.Name, written.UID, written.ResourceVersion
+	slice.written, slice.dirty = now, false
+	return nil
+}
+
+func newCheckpointSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutoscalerCheckpointSlice {
+	return &vpa_alpha.VerticalPodAutoscalerCheckpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: vpa.Name + "-checkpoint-",
+			Namespace:    vpa.Namespace,
+			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         vpa_types.SchemeGroupVersion.String(),
+				Kind:               "VerticalPodAutoscaler",
+				Name:               vpa.Name,
+				UID:                vpa.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(false),
+			}},
+		},
+		VPAName: vpa.Name,
+	}
+}
+
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func lastUpdate(entry vpa_alpha.NodeCheckpoint) time.Time {
+	var last time.Time
+	for _, c := range entry.Containers {
+		if c.Checkpoint.LastUpdateTime.After(last) {
+			last = c.Checkpoint.LastUpdateTime.Time
+		}
+	}
+	return last
+}
+
+func entrySize(entry vpa_alpha.NodeCheckpoint) int {
+	data, err := json.Marshal(entry)
+	if err != nil {
+		return 0
+	}
+	return len(data)
+}
+
+func removeSlice(slices []*checkpointSlice, slice *checkpointSlice) []*checkpointSlice {
+	for i, s := range slices {
+		if s == slice {
+			return append(slices[:i], slices[i+1:]...)
+		}
+	}
+	return slices
+}

@@ -1,0 +1,283 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodescope
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+)
+
+// checkpointFixture is a CheckpointStore on a fake API server that names
+// created objects and counts the writes to each slice.
+type checkpointFixture struct {
+	store  *CheckpointStore
+	client *vpa_fake.Clientset
+	writes map[string]int
+	now    time.Time
+}
+
+func newCheckpointFixture(objects ...runtime.Object) *checkpointFixture {
+	client := vpa_fake.NewSimpleClientset(objects...) //nolint:staticcheck // as the other tests of VPA
+	f := &checkpointFixture{store: NewCheckpointStore(client.AutoscalingV1alpha1()), client: client, writes: map[string]int{}, now: time.Now()}
+	generated := 0
+	client.PrependReactor("*", "verticalpodautoscalercheckpointslices", func(action core.Action) (bool, runtime.Object, error) {
+		switch action.GetVerb() {
+		case "create":
+			obj := action.(core.CreateAction).GetObject().(metav1.Object)
+			generated++
+			obj.SetName(fmt.Sprintf("%s%03d", obj.GetGenerateName(), generated))
+			f.writes[obj.GetName()]++
+		case "update":
+			f.writes[action.(core.UpdateAction).GetObject().(metav1.Object).GetName()]++
+		case "delete":
+			f.writes[action.(core.DeleteAction).GetName()]++
+		}
+		return false, nil, nil
+	})
+	return f
+}
+
+// history is a VPA whose live nodes have entries of about entryBytes each.
+func history(live []string, entryBytes int, at time.Time) NodeHistory {
+	h := NodeHistory{VPA: testVPA, Live: map[string]bool{}}
+	for _, n := range live {
+		h.Live[n] = true
+	}
+	h.Checkpoints = func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint {
+		out := map[string][]vpa_alpha.ContainerCheckpoint{}
+		for _, n := range nodes {
+			weights := map[int]uint32{}
+			// "123":10000, is 12 bytes.
+			for b := range entryBytes / 12 {
+				weights[100+b] = 10000
+			}
+			out[n] = []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent", Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{
+				LastUpdateTime: metav1.NewTime(at),
+				CPUHistogram:   vpa_types.HistogramCheckpoint{BucketWeights: weights, TotalWeight: 1},
+			}}}
+		}
+		return out
+	}
+	return h
+}
+
+func nodeNames(n int) []string {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("node-%04d", i))
+	}
+	return names
+}
+
+func (f *checkpointFixture) store1(t *testing.T, h NodeHistory) StoreStats {
+	t.Helper()
+	stats, err := f.store.Store(context.TODO(), f.now, []NodeHistory{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats
+}
+
+// stored returns the slice of each node and checks that no node is stored twice.
+func (f *checkpointFixture) stored(t *testing.T) (map[string]string, []vpa_alpha.VerticalPodAutoscalerCheckpointSlice) {
+	t.Helper()
+	list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{}
+	for _, s := range list.Items {
+		for _, n := range s.Nodes {
+			if other, found := nodes[n.NodeName]; found {
+				t.Errorf("node %s is in slices %s and %s", n.NodeName, other, s.Name)
+			}
+			nodes[n.NodeName] = s.Name
+		}
+	}
+	return nodes, list.Items
+}
+
+func TestCheckpointStorePacksBySize(t *testing.T) {
+	f := newCheckpointFixture()
+	f.store.MaxBytes = 10 * 1024
+	f.store.MaxWrites = 100
+	stats := f.store1(t, history(nodeNames(40), 2000, f.now))
+	nodes, slices := f.stored(t)
+	if len(nodes) != 40 {
+		t.Fatalf("%d nodes stored, want 40", len(nodes))
+	}
+	// An entry is about 2,100 bytes: four fit in 10 KiB.
+	if len(slices) != 10 || stats.Slices != 10 || stats.Writes != 10 {
+		t.Errorf("%d slices (stats %+v), want 10 of 4 nodes", len(slices), stats)
+	}
+	for _, s := range slices {
+		data, _ := json.Marshal(s)
+		if len(data) > f.store.MaxBytes+1024 {
+			t.Errorf("slice %s is %d bytes, more than MaxBytes %d and 1 KiB of metadata", s.Name, len(data), f.store.MaxBytes)
+		}
+		if s.VPAName != "agent" || s.Labels[vpa_alpha.VPANameLabel] != "agent" || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != "uid" {
+			t.Errorf("slice %s: vpaName %q, labels %v, owners %v", s.Name, s.VPAName, s.Labels, s.OwnerReferences)
+		}
+	}
+}
+
+func TestCheckpointStoreBoundsWrites(t *testing.T) {
+	f := newCheckpointFixture()
+	f.store.MaxBytes = 10 * 1024
+	f.store.MaxWrites = 3
+	h := history(nodeNames(40), 2000, f.now)
+	for loop := range 4 {
+		stats := f.store1(t, h)
+		if stats.Writes > 3 {
+			t.Fatalf("loop %d: %d writes, want at most 3", loop, stats.Writes)
+		}
+	}
+	// Ten slices to create at three a loop: all stored after four loops.
+	if nodes, slices := f.stored(t); len(nodes) != 40 || len(slices) != 10 {
+		t.Fatalf("after four loops: %d nodes in %d slices, want 40 in 10", len(nodes), len(slices))
+	}
+	// Then the slices are refreshed in turn, the longest unwritten first: in
+	// the next four loops (12 writes) every slice is rewritten at least once.
+	for name := range f.writes {
+		f.writes[name] = 0
+	}
+	for range 4 {
+		f.now = f.now.Add(time.Minute)
+		if stats := f.store1(t, h); stats.Writes != 3 || stats.Pending != 7 {
+			t.Fatalf("refresh loop: %+v, want 3 writes and 7 pending", stats)
+		}
+	}
+	for name, n := range f.writes {
+		if n < 1 || n > 2 {
+			t.Errorf("slice %s written %d times in four refresh loops, want 1 or 2", name, n)
+		}
+	}
+}
+
+func TestCheckpointStoreStickyAndGC(t *testing.T) {
+	f := newCheckpointFixture()
+	f.store.MaxBytes = 10 * 1024
+	f.store.MaxWrites = 1
+	f.store.GracePeriod = 10 * time.Minute
+	live := nodeNames(12)
+	h := history(live, 2000, f.now)
+	f.store.MaxWrites = 100
+	f.store1(t, h)
+	before, _ := f.stored(t)
+	f.store.MaxWrites = 1
+
+	// node-0005's pod is gone: it keeps its checkpoint for the grace period.
+	delete(h.Live, "node-0005")
+	f.now = f.now.Add(5 * time.Minute)
+	f.store1(t, h)
+	if nodes, _ := f.stored(t); nodes["node-0005"] == "" || !f.store.Holds("uid", "node-0005") {
+		t.Errorf("node-0005 lost its checkpoint within the grace period")
+	}
+	// After it, the slice that held it is the one write of the loop.
+	f.now = f.now.Add(6 * time.Minute)
+	for name := range f.writes {
+		f.writes[name] = 0
+	}
+	if stats := f.store1(t, h); stats.Writes != 1 {
+		t.Fatalf("%+v, want one write", stats)
+	}
+	nodes, _ := f.stored(t)
+	if _, found := nodes["node-0005"]; found || f.store.Holds("uid", "node-0005") {
+		t.Errorf("node-0005 kept its checkpoint after the grace period")
+	}
+	if f.writes[before["node-0005"]] != 1 {
+		t.Errorf("writes %v, want the one to %s", f.writes, before["node-0005"])
+	}
+
+	// A node that no longer exists goes at once.
+	delete(h.Live, "node-0006")
+	h.Exists = func(node string) bool { return node != "node-0006" }
+	f.store1(t, h)
+	if f.store.Holds("uid", "node-0006") {
+		t.Errorf("node-0006 is gone but keeps its checkpoint")
+	}
+
+	// A new node takes the room left; nodes that stayed do not move.
+	h.Live["node-0100"] = true
+	f.store.MaxWrites = 100
+	f.store1(t, h)
+	after, _ := f.stored(t)
+	for node, slice := range before {
+		if node != "node-0005" && node != "node-0006" && after[node] != slice {
+			t.Errorf("node %s moved from %s to %s", node, slice, after[node])
+		}
+	}
+	if after["node-0100"] != before["node-0005"] {
+		t.Errorf("node-0100 went to %q, want %s, the first slice with room", after["node-0100"], before["node-0005"])
+	}
+}
+
+func TestCheckpointStoreLoad(t *testing.T) {
+	at := time.Now().Add(-time.Hour)
+	entry := func(node string, at time.Time) vpa_alpha.NodeCheckpoint {
+		return vpa_alpha.NodeCheckpoint{NodeName: node, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
+			Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{LastUpdateTime: metav1.NewTime(at), TotalSamplesCount: int(at.Unix() % 1000)}}}}
+	}
+	slice := func(name string, uid string, nodes ...vpa_alpha.NodeCheckpoint) *vpa_alpha.VerticalPodAutoscalerCheckpointSlice {
+		s := newCheckpointSlice(testVPA)
+		s.Name, s.UID, s.OwnerReferences[0].UID = name, types.UID("slice-"+name), "uid"
+		if uid != "uid" {
+			s.OwnerReferences[0].UID = "old-uid"
+		}
+		s.Nodes = nodes
+		return s
+	}
+	f := newCheckpointFixture(
+		// A move from a to b that a restart interrupted: b's entry of node-2 is newer.
+		slice("agent-checkpoint-a", "uid", entry("node-1", at), entry("node-2", at)),
+		slice("agent-checkpoint-b", "uid", entry("node-2", at.Add(time.Minute)), entry("node-3", at)),
+		// The slice of an earlier VPA of the same name.
+		slice("agent-checkpoint-old", "old", entry("node-9", at)),
+	)
+	loaded, err := f.store.Load(context.TODO(), testVPA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != 3 || loaded["node-9"] != nil {
+		t.Fatalf("loaded nodes %v, want node-1, node-2, node-3", loaded)
+	}
+	if got := loaded["node-2"][0].Checkpoint.LastUpdateTime.Time; !got.Equal(at.Add(time.Minute).Truncate(time.Second)) && !got.Equal(at.Add(time.Minute)) {
+		t.Errorf("node-2 loaded from %v, want the newer entry of %v", got, at.Add(time.Minute))
+	}
+	// The next store writes slice a without node-2 and leaves the old VPA's slice alone.
+	f.store.MaxWrites = 1
+	h := history([]string{"node-1", "node-2", "node-3"}, 100, f.now)
+	if stats := f.store1(t, h); stats.Writes != 1 || f.writes["agent-checkpoint-a"] != 1 {
+		t.Fatalf("%+v, writes %v: want one write, of agent-checkpoint-a", stats, f.writes)
+	}
+	nodes, _ := f.stored(t)
+	if nodes["node-2"] != "agent-checkpoint-b" || nodes["node-9"] != "agent-checkpoint-old" {
+		t.Errorf("nodes in slices: %v", nodes)
+	}
+}

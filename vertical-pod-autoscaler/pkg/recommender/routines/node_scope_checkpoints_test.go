@@ -1,0 +1,187 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package routines
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
+)
+
+// fakeNodes is a NodeChecker with nodes the DaemonSet cannot run on and
+// nodes that are gone.
+type fakeNodes struct{ ineligible, gone map[string]bool }
+
+func (n fakeNodes) Eligible(_ model.PodID, node string) bool { return !n.ineligible[node] && !n.gone[node] }
+func (n fakeNodes) Exists(node string) bool                  { return !n.gone[node] }
+
+func (f *nodeScopeFixture) modelVPA() *model.Vpa {
+	return f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
+}
+
+func (f *nodeScopeFixture) store() *nodescope.CheckpointStore {
+	return f.r.nodeScope.Checkpoints.(*nodescope.CheckpointStore)
+}
+
+// checkpointed returns the nodes in the VPA's checkpoint slices.
+func (f *nodeScopeFixture) checkpointed(t *testing.T) map[string]bool {
+	t.Helper()
+	list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, s := range list.Items {
+		for _, n := range s.Nodes {
+			if len(n.Containers) != 2 {
+				t.Errorf("node %s has checkpoints of %d containers, want 2", n.NodeName, len(n.Containers))
+			}
+			nodes[n.NodeName] = true
+		}
+	}
+	return nodes
+}
+
+func (f *nodeScopeFixture) deleteSlices(t *testing.T) {
+	t.Helper()
+	client := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default")
+	list, err := client.List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if err := client.Delete(context.TODO(), s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// restart starts a new recommender on the same API server, without the
+// recommendation slices (so that only the checkpoints can bring the per-node
+// recommendations back), and feeds it five minutes of the same usage.
+func (f *nodeScopeFixture) restart(t *testing.T, usage map[string][2]float64) {
+	t.Helper()
+	f.deleteSlices(t)
+	f.start(t)
+	for node, u := range usage {
+		f.addPod(t, node)
+		f.feed(t, node, u[0], u[1], 5*time.Minute)
+	}
+}
+
+func TestNodeCheckpointsKeepRecommendationsOverRestart(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	usage := map[string][2]float64{"busy": {2, 2e9}, "quiet": {0.1, 1e8}}
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	for node, u := range usage {
+		f.addPod(t, node)
+		f.feed(t, node, u[0], u[1], 2*time.Hour)
+	}
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+	before := f.slices(t)
+	if len(before) != 2 {
+		t.Fatalf("before the restart: recommendations for %v, want busy and quiet", before)
+	}
+	if nodes := f.checkpointed(t); len(nodes) != 2 {
+		t.Fatalf("checkpointed nodes %v, want busy and quiet", nodes)
+	}
+
+	f.restart(t, usage)
+	f.r.UpdateVPAs()
+	after := f.slices(t)
+	if len(after) != 2 {
+		t.Fatalf("after the restart: recommendations for %v, want busy and quiet", after)
+	}
+	if n := len(f.modelVPA().NodeInitialAggregateStates); n != 2 {
+		t.Errorf("the model holds the checkpoints of %d nodes, want 2", n)
+	}
+	for node := range usage {
+		for _, c := range []string{"agent", "sidecar"} {
+			for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				b, a := targetOf(before[node], c, res), targetOf(after[node], c, res)
+				if diff := a.AsApproximateFloat64()/b.AsApproximateFloat64() - 1; diff > 0.05 || diff < -0.05 {
+					t.Errorf("%s/%s %s target: %s before the restart, %s after", node, c, res, b.String(), a.String())
+				}
+			}
+		}
+	}
+
+	// Without the checkpoints, five minutes of history are not enough.
+	f.restart(t, usage)
+	f.r.nodeScope.Checkpoints = nil
+	f.r.UpdateVPAs()
+	if nodes := f.slices(t); len(nodes) != 0 {
+		t.Errorf("a restart without checkpoints: recommendations for %v, want none", nodes)
+	}
+}
+
+func TestNodeCheckpointsGarbageCollected(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	usage := map[string][2]float64{"a": {1, 1e9}, "b": {1, 1e9}, "c": {1, 1e9}, "d": {1, 1e9}}
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	for node, u := range usage {
+		f.addPod(t, node)
+		f.feed(t, node, u[0], u[1], 2*time.Hour)
+	}
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+	f.restart(t, usage)
+	nodes := fakeNodes{ineligible: map[string]bool{}, gone: map[string]bool{}}
+	f.r.nodeScope.Nodes = nodes
+	f.r.UpdateVPAs()
+	if n := len(f.modelVPA().NodeInitialAggregateStates); n != 4 {
+		t.Fatalf("the model holds the checkpoints of %d nodes, want 4", n)
+	}
+
+	// Pod of a gone, node b gone, node c no longer fits the DaemonSet (a taint,
+	// a label): none of them has a recommendation any more; within the grace
+	// period only the gone node b loses its checkpoint.
+	f.cluster.DeletePod(model.PodID{Namespace: "default", PodName: "agent-a"})
+	nodes.gone["b"] = true
+	nodes.ineligible["c"] = true
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+	if recs := f.slices(t); len(recs) != 1 || recs["d"].ContainerRecommendations == nil {
+		t.Errorf("recommendations for %v, want d only", recs)
+	}
+	if got := f.checkpointed(t); len(got) != 3 || got["b"] {
+		t.Errorf("within the grace period: checkpoints of %v, want a, c and d", got)
+	}
+	if _, found := f.modelVPA().NodeInitialAggregateStates["b"]; found {
+		t.Errorf("the model keeps the checkpoint of the gone node b")
+	}
+
+	// After it, a and c lose theirs as well, in the API and in the model.
+	f.store().GracePeriod = 0
+	f.r.maintainNodeCheckpoints(context.TODO())
+	if got := f.checkpointed(t); len(got) != 1 || !got["d"] {
+		t.Errorf("after the grace period: checkpoints of %v, want d only", got)
+	}
+	if states := f.modelVPA().NodeInitialAggregateStates; len(states) != 1 || states["d"] == nil {
+		t.Errorf("after the grace period the model holds checkpoints of %d nodes, want d only", len(states))
+	}
+}
