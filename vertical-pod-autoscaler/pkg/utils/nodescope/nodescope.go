@@ -165,3 +165,13 @@ func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, vpa
 	}
 	return &RecommendationProcessor{Inner: inner, Lookup: NewLookup(vpaClient, namespace, stopCh)}
 }
+
+// ForPod returns the VPA as the pod sees it through the recommendation
+// processor p: Lookup.ForPod when p is a RecommendationProcessor of this
+// package (the DaemonSetNodeScope gate on), the VPA itself otherwise.
+func ForPod(p vpa_api_util.RecommendationProcessor, vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
+	if scoped, ok := p.(*RecommendationProcessor); ok {
+		return scoped.Lookup.ForPod(vpa, pod)
+	}
+	return vpa
+}

@@ -21,6 +21,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -210,5 +211,18 @@ func TestAdmissionRecommendation(t *testing.T) {
 			check("cpu limit", cpuL, okcl, tc.wantCPULimit)
 			check("memory limit", memL, okml, tc.wantML)
 		})
+	}
+}
+
+func TestForPodThroughProcessor(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	vpa, pod := daemonSetVPA(vpa_types.ScopeNode, nil), daemonSetPod("busy", true)
+	capping := vpa_api_util.NewCappingRecommendationProcessor(nil)
+	scoped := &RecommendationProcessor{Inner: capping, Lookup: lookup(t)}
+	if got := ForPod(scoped, vpa, pod).Status.Recommendation; !apiequality.Semantic.DeepEqual(got, podResources("2", "2Gi")) {
+		t.Errorf("through the node scope processor: %v, want the node's recommendation", got)
+	}
+	if got := ForPod(capping, vpa, pod); got != vpa {
+		t.Errorf("through another processor: got a different VPA, want the VPA itself")
 	}
 }

@@ -1,0 +1,98 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package restriction
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	baseclocktest "k8s.io/utils/clock/testing"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater/utils"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/test"
+	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+func cpuMemRec(cpu, mem string) *vpa_types.RecommendedPodResources {
+	return &vpa_types.RecommendedPodResources{ContainerRecommendations: []vpa_types.RecommendedContainerResources{{
+		ContainerName: "test-container",
+		Target:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+	}}}
+}
+
+// TestNodeScopedInfeasibleAttempts: the pod on node busy failed an in-place
+// resize to its node's recommendation (2 cores, 2Gi). The DaemonSet-wide
+// recommendation is lower, the node's is not: the node-scoped restriction
+// keeps the attempt cached, where the VPA-wide comparison would retry.
+func TestNodeScopedInfeasibleAttempts(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.InPlace, true)
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	replicas := int32(1)
+	rc := corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "default"}, TypeMeta: metav1.TypeMeta{Kind: "ReplicationController"},
+		Spec: corev1.ReplicationControllerSpec{Replicas: &replicas}}
+	pod := test.Pod().WithName("agent-busy").WithUID("agent-busy-uid").WithCreator(&rc.ObjectMeta, &rc.TypeMeta).Get()
+	pod.Spec.NodeName = "busy"
+
+	vpa := getIPVpa()
+	vpa.Spec.Scope = vpa_types.ScopeNode
+	vpa.Status.Recommendation = cpuMemRec("1", "1Gi")
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{nodescope.NodeIndex: nodescope.NodeIndexFunc})
+	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: vpa.Name + "-1", Namespace: vpa.Namespace},
+		VPAName:    vpa.Name,
+		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer}}
+	attempts := map[types.UID]*vpa_types.RecommendedPodResources{pod.UID: cpuMemRec("2", "2Gi")}
+
+	factory, err := getRestrictionFactory(&rc, nil, nil, nil, 1, 0.5, baseclocktest.NewFakeClock(time.Time{}), map[string]time.Time{}, GetFakeCalculatorsWithFakeResourceCalc(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creators, podCreators, err := factory.GetCreatorMaps([]*corev1.Pod{pod}, vpa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := factory.NewPodsInPlaceRestriction(creators, podCreators)
+	if got := plain.CanInPlaceUpdate(pod, vpa, attempts); got != utils.InPlaceApproved {
+		t.Fatalf("VPA-wide: %v, want %v (the DaemonSet-wide recommendation is lower than the attempt)", got, utils.InPlaceApproved)
+	}
+	if got := NodeScoped(plain, processor).CanInPlaceUpdate(pod, vpa, attempts); got != utils.InPlaceInfeasibleCached {
+		t.Errorf("node-scoped: %v, want %v (the node's recommendation is the attempt's)", got, utils.InPlaceInfeasibleCached)
+	}
+	// The node's recommendation goes down: the node-scoped restriction retries.
+	indexer.List()[0].(*vpa_alpha.VerticalPodAutoscalerSlice).Nodes[0].Recommendation = *cpuMemRec("1500m", "2Gi")
+	if got := NodeScoped(plain, processor).CanInPlaceUpdate(pod, vpa, attempts); got != utils.InPlaceApproved {
+		t.Errorf("node-scoped, lower node recommendation: %v, want %v", got, utils.InPlaceApproved)
+	}
+	// Without the node scope processor (gate off), the restriction is left as is.
+	if got := NodeScoped(plain, vpa_api_util.NewCappingRecommendationProcessor(nil)); got != plain {
+		t.Errorf("NodeScoped without the node scope processor wrapped the restriction")
+	}
+}
