@@ -20,15 +20,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand"
 	"runtime"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
 )
 
@@ -39,14 +47,64 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// BenchmarkRecommenderLoop measures one recommender loop (UpdateVPAs: the VPA's
-// status and, with scope node, the per-node slices) for one DaemonSet VPA with
-// two containers and 70 minutes of one-per-minute samples on every node, with
-// upstream's single scope and with scope node. It reports the heap the cluster
-// state holds, the largest object written (JSON bytes) and the writes of the
-// first loop; the timed loops are the steady state (recommendations unchanged).
+// feedVarying adds one sample per minute over the span, ending now, for both
+// containers of the node's pod: CPU log-uniform between a third and three
+// times cores (so that the CPU histogram spreads over about 45 buckets, as a
+// long-running agent's does), memory at memBytes.
+func (f *nodeScopeFixture) feedVarying(b *testing.B, rnd *rand.Rand, node string, cores, memBytes float64, span time.Duration) {
+	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	now := time.Now()
+	for at := now.Add(-span); !at.After(now); at = at.Add(time.Minute) {
+		for _, c := range []string{"agent", "sidecar"} {
+			id := model.ContainerID{PodID: podID, ContainerName: c}
+			cpu := cores * math.Exp((rnd.Float64()*2-1)*math.Log(3))
+			for _, s := range []model.ContainerUsageSample{
+				{MeasureStart: at, Usage: model.CPUAmountFromCores(cpu), Resource: model.ResourceCPU},
+				{MeasureStart: at, Usage: model.MemoryAmountFromBytes(memBytes), Resource: model.ResourceMemory},
+			} {
+				if err := f.cluster.AddSample(&model.ContainerUsageSampleWithKey{ContainerUsageSample: s, Container: id}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// benchNodes is a NodeChecker over listers of the DaemonSet's pods and of the
+// nodes, as the recommender has them from its informers.
+func benchNodes(b *testing.B, nodes int) *nodescope.Nodes {
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for i := range nodes {
+		name := fmt.Sprintf("node-%05d", i)
+		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/os": "linux"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-" + name, Namespace: "default"}, Spec: corev1.PodSpec{
+			NodeName:     name,
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+			Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+		}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return &nodescope.Nodes{Pods: listersv1.NewPodLister(pods), Nodes: listersv1.NewNodeLister(nodeStore)}
+}
+
+// BenchmarkRecommenderLoop measures the recommender loop's UpdateVPAs (the
+// VPA's status and, with scope node, the per-node slices) and
+// MaintainCheckpoints (upstream's checkpoints and, with scope node, the
+// per-node checkpoint slices) for one DaemonSet VPA with two containers and 70
+// minutes of one-per-minute samples on every node, with upstream's single
+// scope and with scope node (with the eligibility check of every node against
+// listers). It reports the heap the cluster state holds, the largest object
+// written (JSON bytes), the loops it takes to checkpoint every node, and the
+// API writes of a steady-state loop; the timed loops are the steady state
+// (recommendations unchanged, checkpoints refreshed in turn).
 func BenchmarkRecommenderLoop(b *testing.B) {
 	featuregatetesting.SetFeatureGateDuringTest(b, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	ctx := context.TODO()
 	for _, nodes := range []int{100, 1000, 5000} {
 		for _, scope := range []vpa_types.VerticalPodAutoscalerScope{"", vpa_types.ScopeNode} {
 			name := "single"
@@ -56,47 +114,107 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/nodes=%d", name, nodes), func(b *testing.B) {
 				before := heapInUse()
 				f := newNodeScopeFixture(b, scope, nil)
+				if scope != "" {
+					f.r.nodeScope.Nodes = benchNodes(b, nodes)
+				}
+				rnd := rand.New(rand.NewSource(1))
 				for i := range nodes {
 					node := fmt.Sprintf("node-%05d", i)
 					f.addPod(b, node)
-					f.feed(b, node, 0.1+float64(i%50)/10, 1e8*float64(1+i%20), 70*time.Minute)
+					f.feedVarying(b, rnd, node, 0.1+float64(i%50)/10, 1e8*float64(1+i%20), 70*time.Minute)
 				}
 				heap := heapInUse() - before
+				writes := 0
+				f.client.PrependReactor("*", "*", func(action core.Action) (bool, k8sruntime.Object, error) {
+					switch action.GetVerb() {
+					case "create", "update", "patch", "delete":
+						writes++
+					}
+					return false, nil, nil
+				})
 
 				start := time.Now()
 				f.r.UpdateVPAs()
+				f.r.MaintainCheckpoints(ctx)
 				first := time.Since(start)
-				client := f.r.nodeScope.Writer.(*nodescope.Writer).Client
-				slices, err := client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
-				if err != nil {
-					b.Fatal(err)
+				// Until every node is checkpointed (at most DefaultMaxCheckpointWrites a loop).
+				loops := 1
+				for ; scope != "" && loops < 100 && f.checkpointedNodes(b) < nodes; loops++ {
+					f.r.UpdateVPAs()
+					f.r.MaintainCheckpoints(ctx)
 				}
-				vpa, err := f.r.vpaClient.VerticalPodAutoscalers("default").Get(context.TODO(), "agent", metav1.GetOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				largest, _ := json.Marshal(vpa)
-				covered := 0
-				for i := range slices.Items {
-					covered += len(slices.Items[i].Nodes)
-					if raw, _ := json.Marshal(&slices.Items[i]); len(raw) > len(largest) {
-						largest = raw
-					}
-				}
+				largest, slices, checkpointSlices, covered := f.largestObject(b)
 				if scope != "" && covered != nodes {
 					b.Fatalf("slices cover %d nodes, want %d", covered, nodes)
 				}
 
+				writes = 0
 				b.ResetTimer()
 				for range b.N {
 					f.r.UpdateVPAs()
+					f.r.MaintainCheckpoints(ctx)
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
-				b.ReportMetric(float64(len(largest)), "largest-object-B")
-				b.ReportMetric(float64(len(slices.Items)), "slices")
+				b.ReportMetric(float64(largest), "largest-object-B")
+				b.ReportMetric(float64(slices), "slices")
+				b.ReportMetric(float64(checkpointSlices), "checkpoint-slices")
+				b.ReportMetric(float64(loops), "loops-to-checkpoint")
+				b.ReportMetric(float64(writes)/float64(b.N), "writes/loop")
 				b.ReportMetric(first.Seconds()*1000, "first-loop-ms")
 			})
 		}
 	}
+}
+
+func (f *nodeScopeFixture) checkpointedNodes(b *testing.B) int {
+	list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, s := range list.Items {
+		n += len(s.Nodes)
+	}
+	return n
+}
+
+// largestObject returns the size of the largest object the loop wrote (the
+// VPA, its checkpoints, its slices and checkpoint slices), the number of
+// slices and checkpoint slices, and the nodes the checkpoint slices cover.
+func (f *nodeScopeFixture) largestObject(b *testing.B) (largest, slices, checkpointSlices, covered int) {
+	var objs []any
+	vpa, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Get(context.TODO(), "agent", metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs = append(objs, vpa)
+	checkpoints, err := f.client.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range checkpoints.Items {
+		objs = append(objs, &checkpoints.Items[i])
+	}
+	recs, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range recs.Items {
+		objs = append(objs, &recs.Items[i])
+	}
+	cps, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range cps.Items {
+		objs = append(objs, &cps.Items[i])
+		covered += len(cps.Items[i].Nodes)
+	}
+	for _, obj := range objs {
+		if raw, _ := json.Marshal(obj); len(raw) > largest {
+			largest = len(raw)
+		}
+	}
+	return largest, len(recs.Items), len(cps.Items), covered
 }

@@ -35,8 +35,10 @@ import (
 // nodes that are gone.
 type fakeNodes struct{ ineligible, gone map[string]bool }
 
-func (n fakeNodes) Eligible(_ model.PodID, node string) bool { return !n.ineligible[node] && !n.gone[node] }
-func (n fakeNodes) Exists(node string) bool                  { return !n.gone[node] }
+func (n fakeNodes) Eligible(_ model.PodID, node string) bool {
+	return !n.ineligible[node] && !n.gone[node]
+}
+func (n fakeNodes) Exists(node string) bool { return !n.gone[node] }
 
 func (f *nodeScopeFixture) modelVPA() *model.Vpa {
 	return f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]

@@ -34,6 +34,7 @@ import (
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/checkpoint"
 	recommender_config "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/config"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/logic"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
@@ -106,6 +107,8 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 		RecommendationFormat:         logic.RecommendationFormat{RoundCPUMillicores: 1, RoundMemoryBytes: 1},
 		RecommendationPostProcessors: []RecommendationPostProcessor{NewCappingRecommendationProcessor(nil)},
 		UpdateWorkerCount:            1,
+		CheckpointWriter:             checkpoint.NewCheckpointWriter(cluster, client.AutoscalingV1()),
+		CheckpointsGCInterval:        time.Hour,
 		NodeScope: NodeScope{
 			Writer:      &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
 			Checkpoints: nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
