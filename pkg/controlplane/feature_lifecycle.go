@@ -32,7 +32,7 @@ import (
 // is on and the Feature API is served.
 func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.Interface) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) ||
-		!c.ControlPlane.Generic.MergedResourceConfig.ResourceEnabled(featuresv1alpha1.SchemeGroupVersion.WithResource("features")) {
+		!c.ControlPlane.APIResourceConfigSource.ResourceEnabled(featuresv1alpha1.SchemeGroupVersion.WithResource("features")) {
 		return
 	}
 	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(featurelifecycle.UsesWaitPeriod))
