@@ -45,7 +45,7 @@ func TestLiveAPIServers(t *testing.T) {
 
 func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 	members := []string{"apiserver-1", "apiserver-2", "apiserver-3"}
-	features := make([]string, 600)
+	features := make([]string, 1000)
 	for i := range features {
 		features[i] = fmt.Sprintf("feature%d", i)
 	}
@@ -59,12 +59,16 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 			t.Fatalf("%s: leader %s or %s depending on order", f, leaders[f], other)
 		}
 	}
+	t.Logf("1,000 features over 3 members: %v", count)
 	for _, m := range members {
-		// 200 each on average; a binomial spread stays well within 150..250.
-		if count[m] < 150 || count[m] > 250 {
-			t.Errorf("%s leads %d of 600 features, want about 200 (%v)", m, count[m], count)
+		// 333 each on average, standard deviation 15: four of them either side.
+		if count[m] < 273 || count[m] > 393 {
+			t.Errorf("%s leads %d of 1,000 features, want about 333 (%v)", m, count[m], count)
 		}
 	}
+
+	// A member leaving moves only its own features, spread over the others.
+	moved := map[string]int{}
 	for _, f := range features {
 		after := LeaderOf(f, []string{"apiserver-1", "apiserver-3"})
 		if leaders[f] != "apiserver-2" && after != leaders[f] {
@@ -73,6 +77,26 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 		if after == "apiserver-2" {
 			t.Errorf("%s is led by the departed member", f)
 		}
+		if leaders[f] == "apiserver-2" {
+			moved[after]++
+		}
+	}
+	t.Logf("apiserver-2 left: its %d features went to %v", count["apiserver-2"], moved)
+
+	// A member joining takes features only from the others, about a quarter.
+	joined := 0
+	for _, f := range features {
+		after := LeaderOf(f, append([]string{"apiserver-4"}, members...))
+		if after != leaders[f] && after != "apiserver-4" {
+			t.Errorf("%s moved from %s to %s, not to the member that joined", f, leaders[f], after)
+		}
+		if after == "apiserver-4" {
+			joined++
+		}
+	}
+	t.Logf("apiserver-4 joined: it took %d of 1,000 features", joined)
+	if joined < 190 || joined > 310 {
+		t.Errorf("the member that joined took %d of 1,000 features, want about 250", joined)
 	}
 	if LeaderOf("feature0", nil) != "" {
 		t.Error("no members, want no leader")
