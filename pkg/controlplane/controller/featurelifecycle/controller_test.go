@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
@@ -288,9 +290,76 @@ func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
 	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
 		t.Errorf("state %s, message %q; want TurningOff naming the kubelets still on", f.Status.State, msg)
 	}
-	// The entries may be stale: cleared to sample again, the wait restarted.
+	// The entries may be stale: cleared to sample again, the wait restarted,
+	// and an event keeps who was still on.
 	if len(f.Status.Uses) != 0 || taskNames(f) != "WaitForUses" || !f.Status.Tasks[0].StartTime.Time.Equal(e.clock.Now()) {
 		t.Errorf("uses %+v, tasks %+v; want the uses cleared and WaitForUses restarted", f.Status.Uses, f.Status.Tasks)
+	}
+	if !e.event("TaskRestarted") {
+		t.Error("no TaskRestarted event")
+	}
+}
+
+func TestWaitForUsesNamesWhoReportsTheOldValueWhileItWaits(t *testing.T) {
+	e := newTestEnv(t, nil) // WaitForUses waits a minute
+	e.sync("bar")
+	e.sync("bar")
+	e.set(bar, false)
+	e.sync("bar") // TurningOff, the uses cleared, the wait started
+	f := e.get("bar")
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{
+		{Component: "kube-scheduler", Value: false, Instances: []string{"host-1"}},
+		{Component: "kubelet", Value: true, Instances: []string{"node-1"}},
+	}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.clock.Step(10 * time.Second)
+	e.sync("bar")
+	want := "WaitForUses: waiting until 2026-11-22T10:01:00Z for the components to report; reporting true so far: kubelet (node-1)"
+	if msg := condition(e.get("bar"), featuresv1alpha1.FeatureConditionTransitioning).Message; msg != want {
+		t.Errorf("Transitioning says %q, want %q", msg, want)
+	}
+}
+
+func TestOnlyOthersWritesQueueTheFeature(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn}
+	registry := NewRegistry(NewWaitForUses(0))
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	// As a real server, a new resourceVersion for every write.
+	var rv int
+	e.client.PrependReactor("update", "features", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		rv++
+		action.(clienttesting.UpdateAction).GetObject().(*featuresv1alpha1.Feature).ResourceVersion = strconv.Itoa(rv)
+		return false, nil, nil
+	})
+	e.sync("foo")
+	e.sync("foo")
+	e.set(foo, true)
+	e.sync("foo") // TurningOn; WaitForUses starts its (zero) wait
+	f := e.get("foo")
+	if !e.c.ownWrite(f) {
+		t.Errorf("the Feature as this server wrote it (resourceVersion %s) must not queue another pass", f.ResourceVersion)
+	}
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}}
+	reported, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "foo", f, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.c.ownWrite(reported) {
+		t.Error("a component's report must queue a pass")
+	}
+	// Its own write queues nothing, so a task that is done queues the next.
+	e.refresh()
+	for e.c.queue.Len() > 0 {
+		name, _ := e.c.queue.Get()
+		e.c.queue.Done(name)
+	}
+	e.sync("foo")
+	if f = e.get("foo"); taskNames(f) != "PrepareFoo" || e.c.queue.Len() != 1 {
+		t.Errorf("tasks %s, %d queued; want PrepareFoo next and queued", taskNames(f), e.c.queue.Len())
 	}
 }
 

@@ -77,11 +77,20 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 		taskRuns.WithLabelValues(entry.Name, "not_yet").Inc()
 		current.LastError = ""
 		setCondition(updated, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), fmt.Sprintf("%s: %s", entry.Name, result.Message), "", "")
+		if result.Restart {
+			// The condition moves on with the next run; the event keeps why
+			// the task started over.
+			c.recorder.Eventf(updated, nil, "Normal", "TaskRestarted", string(transition), "%s: %s", entry.Name, result.Message)
+		}
 	default:
 		taskRuns.WithLabelValues(entry.Name, "done").Inc()
 		s.Tasks = s.Tasks[1:]
 		if len(s.Tasks) == 0 {
 			c.finish(updated, now)
+		} else {
+			// The event of this write is this server's own, which does not
+			// queue the Feature: run the next task now.
+			defer c.queue.Add(updated.Name)
 		}
 	}
 	c.forgetFailures(updated.Name)

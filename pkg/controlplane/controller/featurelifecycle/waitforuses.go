@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -58,15 +59,16 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 		}
 		return NotYet(fmt.Sprintf("cleared the uses, waiting %v for the components to report", w.period)), nil
 	}
-	if tc.Now.Before(tc.Task.StartTime.Add(w.period)) {
-		return NotYet(fmt.Sprintf("waiting until %s for the components to report", tc.Task.StartTime.Add(w.period).UTC().Format(time.RFC3339))), nil
-	}
 	old := tc.Transition == TurnOff
-	var stale []string
-	for _, use := range tc.Feature.Status.Uses {
-		if use.Value == old {
-			stale = append(stale, fmt.Sprintf("%s (%s)", use.Component, strings.Join(use.Instances, ", ")))
+	stale := reporting(tc.Feature, old)
+	if tc.Now.Before(tc.Task.StartTime.Add(w.period)) {
+		message := fmt.Sprintf("waiting until %s for the components to report", tc.Task.StartTime.Add(w.period).UTC().Format(time.RFC3339))
+		if len(stale) > 0 {
+			// Those already known to run the old value, so that an admin
+			// can act before the wait is over.
+			message += fmt.Sprintf("; reporting %t so far: %s", old, strings.Join(stale, "; "))
 		}
+		return NotYet(message), nil
 	}
 	if len(stale) == 0 {
 		return Done, nil
@@ -76,8 +78,20 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	if err := w.clear(ctx, tc); err != nil {
 		return Result{}, err
 	}
-	slices.Sort(stale)
 	return Result{Message: fmt.Sprintf("still reporting %t: %s; cleared the uses to check again", old, strings.Join(stale, "; ")), Restart: true}, nil
+}
+
+// reporting names the components, with their sampled instances, that report
+// value for the Feature.
+func reporting(f *featuresv1alpha1.Feature, value bool) []string {
+	var names []string
+	for _, use := range f.Status.Uses {
+		if use.Value == value {
+			names = append(names, fmt.Sprintf("%s (%s)", use.Component, strings.Join(use.Instances, ", ")))
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (w waitForUses) clear(ctx context.Context, tc *TaskContext) error {
