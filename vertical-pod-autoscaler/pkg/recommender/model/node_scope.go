@@ -17,6 +17,8 @@ limitations under the License.
 package model
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -30,6 +32,11 @@ import (
 // VPA still uses all of them (its selector does not name the label), so that
 // its own recommendation stays the DaemonSet-wide one.
 const NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
+
+// DefaultMinNodeHistory is the default of how much usage history of its own a
+// node's pod needs before the node of a VPA with scope node gets its own
+// recommendation (the recommender's --node-scope-min-history).
+const DefaultMinNodeHistory = time.Hour
 
 // IsNodeScoped tells whether the VPA gets one recommendation per node.
 func (vpa *Vpa) IsNodeScoped() bool {

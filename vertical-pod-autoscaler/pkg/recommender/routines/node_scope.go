@@ -36,12 +36,6 @@ import (
 	api_utils "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
-// MinNodeHistory is how much usage history of its own a node's pod needs
-// before the node gets its own recommendation. Until then the node has no
-// entry in the VPA's slices and its pod gets the VPA's DaemonSet-wide
-// recommendation (status.recommendation).
-const MinNodeHistory = time.Hour
-
 // NodeScope is what the recommender uses for VPAs with scope node.
 type NodeScope struct {
 	// Writer stores the per-node recommendations.
@@ -51,6 +45,12 @@ type NodeScope struct {
 	Nodes NodeChecker
 	// Checkpoints stores the per-node history; nil: none is stored.
 	Checkpoints NodeCheckpointStore
+	// MinHistory is how much usage history of its own a node's pod needs
+	// before the node gets its own recommendation (--node-scope-min-history,
+	// default model.DefaultMinNodeHistory). Until then the node has no entry
+	// in the VPA's slices and its pod gets the VPA's DaemonSet-wide
+	// recommendation (status.recommendation).
+	MinHistory time.Duration
 }
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
@@ -74,12 +74,14 @@ type NodeCheckpointStore interface {
 }
 
 // NewNodeScope returns the NodeScope of the recommender: slices and
-// checkpoint slices through the client and, with the DaemonSetNodeScope gate
-// on, the nodes of the informer factory (so that the gate off adds no informer).
-func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, pods listersv1.PodLister, factory informers.SharedInformerFactory) NodeScope {
+// checkpoint slices through the client, the given minimum of per-node history
+// and, with the DaemonSetNodeScope gate on, the nodes of the informer factory
+// (so that the gate off adds no informer).
+func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, pods listersv1.PodLister, factory informers.SharedInformerFactory, minHistory time.Duration) NodeScope {
 	scope := NodeScope{
 		Writer:      &nodescope.Writer{Client: client},
 		Checkpoints: nodescope.NewCheckpointStore(client),
+		MinHistory:  minHistory,
 	}
 	if features.Enabled(features.DaemonSetNodeScope) {
 		scope.Nodes = nodescope.NewNodes(pods, factory)
@@ -106,9 +108,9 @@ func (r *recommender) liveNodes(vpa *model.Vpa) (map[string]bool, map[string][]m
 // NodeRecommendations computes the recommendation of each of the given nodes
 // of a VPA with scope node, with the same recommender, format and
 // post-processors (so the same resource policy) as the VPA's own
-// recommendation. A node whose pod has less than MinNodeHistory of history
-// (its own and checkpointed) maps to nil.
-func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[string]bool, observedVpa *vpa_types.VerticalPodAutoscaler,
+// recommendation. A node whose pod has less than minHistory of history (its
+// own and checkpointed) maps to nil.
+func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[string]bool, minHistory time.Duration, observedVpa *vpa_types.VerticalPodAutoscaler,
 	recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
 ) map[string]*vpa_types.RecommendedPodResources {
 	recs := map[string]*vpa_types.RecommendedPodResources{}
@@ -122,7 +124,7 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[s
 			}
 			state.UpdateFromPolicy(policy)
 			autoscaled[name] = state
-			enough = enough && state.LastSampleStart.Sub(state.FirstSampleStart) >= MinNodeHistory
+			enough = enough && state.LastSampleStart.Sub(state.FirstSampleStart) >= minHistory
 		}
 		if !enough || len(autoscaled) == 0 {
 			recs[node] = nil
@@ -209,7 +211,7 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 	}
 	r.loadNodeCheckpoints(context.TODO(), vpa, observedVpa)
 	live, _ := r.liveNodes(vpa)
-	recs := NodeRecommendations(r.clusterState, vpa, live, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
+	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeScope.MinHistory, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
 	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs)
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))

@@ -112,6 +112,7 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 		NodeScope: NodeScope{
 			Writer:      &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
 			Checkpoints: nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
+			MinHistory:  cfg.NodeScopeMinHistory,
 		},
 		UseCheckpoints: true,
 	}.Make().(*recommender)
@@ -180,7 +181,7 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	f.addPod(t, "new")
 	f.feed(t, "busy", 2, 2e9, 2*time.Hour)
 	f.feed(t, "quiet", 0.1, 1e8, 2*time.Hour)
-	f.feed(t, "new", 4, 4e9, 10*time.Minute) // less than MinNodeHistory
+	f.feed(t, "new", 4, 4e9, 10*time.Minute) // less than the default minimum of node history
 
 	f.r.UpdateVPAs()
 
@@ -189,7 +190,7 @@ func TestNodeScopedRecommendations(t *testing.T) {
 		t.Fatalf("got recommendations for %d nodes, want busy and quiet: %v", len(nodes), nodes)
 	}
 	if _, found := nodes["new"]; found {
-		t.Errorf("node new has %v of history, less than %v, but got its own recommendation", 10*time.Minute, MinNodeHistory)
+		t.Errorf("node new has %v of history, less than %v, but got its own recommendation", 10*time.Minute, model.DefaultMinNodeHistory)
 	}
 	busy, quiet := nodes["busy"], nodes["quiet"]
 	for _, c := range []string{"agent", "sidecar"} {
@@ -225,7 +226,7 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	modelVPA := f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
 	live, _ := f.r.liveNodes(modelVPA)
 	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
-		NodeRecommendations(f.cluster, modelVPA, live, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
+		NodeRecommendations(f.cluster, modelVPA, live, f.r.nodeScope.MinHistory, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
 	if err != nil || plan.Writes() != 0 {
 		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
 	}
@@ -236,6 +237,38 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	nodes = f.slices(t)
 	if _, found := nodes["busy"]; found || len(nodes) != 1 {
 		t.Errorf("after the pod on busy is gone: nodes %v, want quiet only", nodes)
+	}
+}
+
+// TestNodeScopeMinHistory: the minimum of per-node history is the recommender's
+// --node-scope-min-history (an hour by default); lowered, it gives a node with
+// less history than the default its own recommendation, and still none to a
+// node with less than the minimum.
+func TestNodeScopeMinHistory(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	if got := recommender_config.DefaultRecommenderConfig().NodeScopeMinHistory; got != time.Hour {
+		t.Errorf("default --node-scope-min-history %v, want 1h", got)
+	}
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	if f.r.nodeScope.MinHistory != model.DefaultMinNodeHistory {
+		t.Errorf("the recommender's minimum of node history is %v, want the default %v", f.r.nodeScope.MinHistory, model.DefaultMinNodeHistory)
+	}
+	f.r.nodeScope.MinHistory = 5 * time.Minute
+	f.addPod(t, "old")
+	f.addPod(t, "new")
+	f.addPod(t, "newest")
+	f.feed(t, "old", 2, 2e9, 2*time.Hour)
+	f.feed(t, "new", 0.1, 1e8, 10*time.Minute)
+	f.feed(t, "newest", 0.1, 1e8, 2*time.Minute)
+
+	f.r.UpdateVPAs()
+
+	nodes := f.slices(t)
+	if _, found := nodes["new"]; !found || len(nodes) != 2 {
+		t.Errorf("with a minimum of 5m got recommendations for %v, want old and new (10m of history), not newest (2m)", nodes)
+	}
+	if n, o := targetOf(nodes["new"], "agent", corev1.ResourceCPU), targetOf(nodes["old"], "agent", corev1.ResourceCPU); n.Cmp(o) >= 0 {
+		t.Errorf("cpu target of node new %s is not below node old's %s", n.String(), o.String())
 	}
 }
 
