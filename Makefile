@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -27,11 +27,16 @@ build: tree
 vpa: preflight
 	@hack/vpa.sh build
 
-## cluster-up: build, then run a single-node cluster of the patched binaries on loopback (root)
+## cluster-up: build, then run a single-node cluster of the patched binaries on loopback (root); NODES=2 adds a second node
 cluster-up: build
 	@hack/preflight.sh root
 	@go build -o _output/tools/cluster ./hack/cmd/cluster
-	@_output/tools/cluster up
+	@_output/tools/cluster up $(if $(NODES),-nodes $(NODES))
+
+## vpa-e2e: per-node VPA recommendations end to end: a DaemonSet on two nodes, metrics-server, the patched recommender (root)
+vpa-e2e: build
+	@hack/preflight.sh root
+	@hack/vpa.sh e2e
 
 ## cluster-down: stop the local cluster and remove its mounts and network devices
 cluster-down: preflight

@@ -16,7 +16,7 @@ vet_tree() {
 
 check gofmt-hack gofmt_hack
 check vet-hack go vet ./hack/...
-check vet-hack-smoke go vet -tags smoke ./hack/internal/cluster
+check vet-hack-smoke go vet -tags smoke,vpae2e ./hack/internal/cluster
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree

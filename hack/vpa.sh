@@ -12,12 +12,17 @@
 #                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
 #                    and autoscaler-gates-on.json
 #   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
+#   e2e              build, then the end-to-end test of per-node recommendations on the
+#                    local cluster with two nodes and metrics-server (make vpa-e2e, root):
+#                    hack/internal/cluster/vpa_e2e_test.go
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 TREE=$OUT/autoscaler/vertical-pod-autoscaler
 VPAOUT=$OUT/vpa
 export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)} GOCACHE=${GOCACHE:-$(go env GOCACHE)}
+# metrics-server of the e2e test, built from its Go module (sigs.k8s.io/metrics-server).
+METRICS_SERVER_VERSION=v0.9.0
 
 tree() {
   go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary
@@ -62,6 +67,22 @@ build() {
       -o "$VPAOUT/bin/$c" "./pkg/$c")
   done
   echo "binaries in $VPAOUT/bin: $(cd "$VPAOUT/bin" && echo *) (tree commit $commit)"
+}
+
+# metrics_server installs metrics-server METRICS_SERVER_VERSION into _output/vpa/tools.
+metrics_server() {
+  local ms=$VPAOUT/tools/metrics-server
+  if [ ! -x "$ms" ] || [ "$(go version -m "$ms" | awk '$1 == "mod" { print $3 }')" != "$METRICS_SERVER_VERSION" ]; then
+    echo "installing metrics-server $METRICS_SERVER_VERSION"
+    (cd "$(mktemp -d)" && GOBIN=$VPAOUT/tools go install "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION")
+  fi
+}
+
+# e2e: the per-node recommendations of one DaemonSet on the two nodes of the local
+# cluster (it brings the cluster up with two nodes if needed, and down again).
+e2e() {
+  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+  go test -tags vpae2e -count=1 -v -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster
 }
 
 # gates: the VPA feature gates the series adds, as NAME=true,...
@@ -112,5 +133,6 @@ case ${1:-build} in
   crds) tree && crds ;;
   test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
   gates-on) tree && gates_on "${2:-}" ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]]" >&2; exit 2 ;;
+  e2e) tree && build && crds && metrics_server && e2e ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 // Command cluster runs the local single-node cluster of the patched binaries.
 //
-//	cluster up      start what is not running; wait until the node is Ready
+//	cluster up [-nodes 2]  start what is not running; wait until the node is Ready;
+//	                with -nodes 2 also a second node (a second kubelet and containerd)
 //	cluster down    stop what up started and remove its mounts and network devices
 //	cluster status  say what runs and what is left on the machine
 //	cluster slow-registry  serve the local registry slowly on 127.0.0.1:5001 (up starts it)
@@ -8,6 +9,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,8 +20,16 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up|down|status|slow-registry")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry")
+		os.Exit(2)
+	}
+	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
+	nodes := upFlags.Int("nodes", 1, "how many nodes: 1, or 2 for a second kubelet with a containerd of its own on this machine")
+	if os.Args[1] == "up" {
+		upFlags.Parse(os.Args[2:])
+	} else if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry")
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -36,6 +46,7 @@ func main() {
 	c := cluster.New(root, os.Stdout)
 	switch os.Args[1] {
 	case "up":
+		c.Nodes = *nodes
 		err = c.Up(ctx)
 	case "down":
 		err = c.Down(ctx)

@@ -1,7 +1,8 @@
 // Package cluster runs a single-node cluster of the patched binaries on this machine:
 // a local image registry, etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, containerd and a kubelet, all on loopback, with state, logs and
-// certificates under one folder.
+// certificates under one folder. An opt-in second node (Cluster.Nodes = 2) adds a
+// second kubelet with a containerd of its own on the same machine.
 package cluster
 
 import (
@@ -35,8 +36,6 @@ const (
 	apiserverAddr = "127.0.0.1:6443"
 	kcmAddr       = "127.0.0.1:10257"
 	schedulerAddr = "127.0.0.1:10259"
-	kubeletAddr   = "127.0.0.1:10250"
-	kubeletHealth = "127.0.0.1:10248"
 	// The pod network: a bridge of this cluster's own on this machine.
 	bridgeName  = "carry0"
 	podSubnet   = "10.88.0.0/24"
@@ -72,7 +71,10 @@ type Cluster struct {
 	Tree    string // the kubernetes tree, for the images built from it
 	Timeout time.Duration
 	Log     io.Writer
-	base    string // the repository root, for relative paths in messages
+	// Nodes is how many nodes Up starts: 1 (the default) or 2 (a second kubelet
+	// on this machine, see node).
+	Nodes int
+	base  string // the repository root, for relative paths in messages
 }
 
 // New describes the cluster of a repository checkout.
@@ -83,6 +85,7 @@ func New(root string, log io.Writer) *Cluster {
 		Tree:    filepath.Join(root, "_output", "kubernetes"),
 		Timeout: 2 * time.Minute,
 		Log:     log,
+		Nodes:   1,
 		base:    root,
 	}
 }
@@ -109,8 +112,6 @@ func (c *Cluster) path(elem ...string) string {
 
 // Kubeconfig is the administrator's kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.path("admin.kubeconfig") }
-
-func (c *Cluster) containerdSocket() string { return c.path("run", "containerd.sock") }
 
 // NodeName is the machine's host name when it resolves to loopback (so that the
 // apiserver reaches the kubelet on loopback), "localhost" otherwise.
@@ -146,8 +147,13 @@ func (c *Cluster) Preflight() error {
 	if _, err := os.Stat(c.tool("cluster")); err != nil {
 		return fmt.Errorf("%s is not built: run 'make cluster-up'", c.rel(c.tool("cluster")))
 	}
-	if len(c.containerdSocket()) > 100 {
-		return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", c.containerdSocket())
+	if c.Nodes < 1 || c.Nodes > 2 {
+		return fmt.Errorf("the local cluster runs 1 or 2 nodes, not %d", c.Nodes)
+	}
+	for _, n := range c.nodes() {
+		if len(n.containerdSocket()) > 100 {
+			return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", n.containerdSocket())
+		}
 	}
 	return InstallPackages(c.Log)
 }
@@ -184,19 +190,37 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := c.Preflight(); err != nil {
 		return err
 	}
-	for _, d := range []string{"run", "logs", "pki", "etc", "registry", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam"} {
+	for _, d := range []string{"run", "logs", "pki", "etc", "registry", "etcd"} {
 		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
 			return err
 		}
 	}
-	node := NodeName()
-	if err := c.writePKI(node); err != nil {
+	nodes := c.nodes()
+	var names []string
+	for _, n := range nodes {
+		for _, d := range []string{"run", "etc", "containerd", "kubelet", "cni/net.d", "cni/ipam"} {
+			if err := os.MkdirAll(n.path(d), 0o755); err != nil {
+				return err
+			}
+		}
+		if n.suffix != "" {
+			// The apiserver and metrics-server reach the kubelet by host name.
+			if err := ensureResolves(n.name); err != nil {
+				return err
+			}
+			if err := createCgroupRoot(n.cgroupRoot); err != nil {
+				return err
+			}
+		}
+		names = append(names, n.name)
+	}
+	if err := c.writePKI(nodes); err != nil {
 		return err
 	}
-	if err := c.writeConfigs(node); err != nil {
+	if err := c.writeConfigs(nodes); err != nil {
 		return err
 	}
-	for _, d := range c.daemons(node) {
+	for _, d := range c.daemons(nodes) {
 		if err := c.start(ctx, d); err != nil {
 			return err
 		}
@@ -206,32 +230,42 @@ func (c *Cluster) Up(ctx context.Context) error {
 			}
 		}
 	}
-	c.logf("\nthe cluster is up: node %s is Ready\n  export KUBECONFIG=%s\n  %s get nodes\nstop it with 'make cluster-down'", node, c.Kubeconfig(), filepath.Join(c.Bin, "kubectl"))
+	ready := "node " + names[0] + " is Ready"
+	if len(names) > 1 {
+		ready = "nodes " + strings.Join(names, " and ") + " are Ready"
+	}
+	c.logf("\nthe cluster is up: %s\n  export KUBECONFIG=%s\n  %s get nodes\nstop it with 'make cluster-down'", ready, c.Kubeconfig(), filepath.Join(c.Bin, "kubectl"))
 	return nil
 }
 
-func (c *Cluster) writePKI(node string) error {
+type leafCert struct {
+	name, cn string
+	orgs     []string
+	usage    x509.ExtKeyUsage
+	dns      []string
+	ips      []net.IP
+}
+
+func (c *Cluster) writePKI(nodes []node) error {
 	p := &pki{dir: c.path("pki")}
 	if err := p.ensureCA(); err != nil {
 		return err
 	}
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
 	server, client := x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth
-	for _, l := range []struct {
-		name, cn string
-		orgs     []string
-		usage    x509.ExtKeyUsage
-		dns      []string
-		ips      []net.IP
-	}{
+	leaves := []leafCert{
 		{"apiserver", "kube-apiserver", nil, server, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, append(loop, net.ParseIP("10.96.0.1"))},
-		{"kubelet-serving", node, nil, server, []string{node, "localhost"}, loop},
 		{"admin", "kube-carry-admin", []string{"system:masters"}, client, nil, nil},
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, client, nil, nil},
 		{"controller-manager", "system:kube-controller-manager", nil, client, nil, nil},
 		{"scheduler", "system:kube-scheduler", nil, client, nil, nil},
-		{"kubelet", "system:node:" + node, []string{"system:nodes"}, client, nil, nil},
-	} {
+	}
+	for _, n := range nodes {
+		leaves = append(leaves,
+			leafCert{"kubelet" + n.suffix + "-serving", n.name, nil, server, []string{n.name, "localhost"}, loop},
+			leafCert{"kubelet" + n.suffix, "system:node:" + n.name, []string{"system:nodes"}, client, nil, nil})
+	}
+	for _, l := range leaves {
 		if err := p.leaf(l.name, l.cn, l.orgs, l.usage, l.dns, l.ips); err != nil {
 			return err
 		}
@@ -239,25 +273,41 @@ func (c *Cluster) writePKI(node string) error {
 	if err := p.serviceAccountKey(); err != nil {
 		return err
 	}
+	// The aggregation layer (metrics-server, docs/vpa-node-scope.md): the
+	// apiserver proxies to extension apiservers with a client certificate of a
+	// front-proxy CA of its own, as kubeadm sets it up.
+	fp := &pki{dir: c.path("pki", "front-proxy")}
+	if err := fp.ensureCA(); err != nil {
+		return err
+	}
+	if err := fp.leaf("front-proxy-client", "front-proxy-client", nil, client, nil, nil); err != nil {
+		return err
+	}
 	apiURL := "https://" + apiserverAddr
-	for name, file := range map[string]string{"admin": "admin.kubeconfig", "controller-manager": "controller-manager.kubeconfig", "scheduler": "scheduler.kubeconfig", "kubelet": "kubelet.kubeconfig"} {
-		if err := p.kubeconfig(c.path(file), apiURL, name); err != nil {
+	kubeconfigs := map[string]string{"admin": c.path("admin.kubeconfig"), "controller-manager": c.path("controller-manager.kubeconfig"), "scheduler": c.path("scheduler.kubeconfig")}
+	for _, n := range nodes {
+		kubeconfigs["kubelet"+n.suffix] = n.kubeconfig()
+	}
+	for name, file := range kubeconfigs {
+		if err := p.kubeconfig(file, apiURL, name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Cluster) writeConfigs(node string) error {
+func (c *Cluster) writeConfigs(nodes []node) error {
 	files := map[string]string{
-		"etc/registry.yml":            registryConfig(c.path("registry")),
-		"etc/containerd.toml":         containerdConfig(c),
-		"cni/net.d/10-carry.conflist": cniConfig(c.path("cni", "ipam")),
-		"etc/kubelet.yaml":            kubeletConfig(c),
-		"etc/image-repos.yaml":        RepoList(RegistryAddr),
+		c.path("etc", "registry.yml"):     registryConfig(c.path("registry")),
+		c.path("etc", "image-repos.yaml"): RepoList(RegistryAddr),
+	}
+	for _, n := range nodes {
+		files[n.path("etc", "containerd.toml")] = containerdConfig(n)
+		files[n.path("cni", "net.d", "10-carry.conflist")] = cniConfig(n)
+		files[n.path("etc", "kubelet.yaml")] = kubeletConfig(c, n)
 	}
 	for name, content := range files {
-		if err := os.WriteFile(c.path(name), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
@@ -265,10 +315,10 @@ func (c *Cluster) writeConfigs(node string) error {
 }
 
 // daemons are the cluster's processes in start order.
-func (c *Cluster) daemons(node string) []daemon {
+func (c *Cluster) daemons(nodes []node) []daemon {
 	bin := func(name string) string { return filepath.Join(c.Bin, name) }
 	pki := func(name string) string { return c.path("pki", name) }
-	return []daemon{
+	ds := []daemon{
 		{
 			name: "registry", port: RegistryAddr,
 			args:    []string{"docker-registry", "serve", c.path("etc", "registry.yml")},
@@ -301,6 +351,14 @@ func (c *Cluster) daemons(node string) []daemon {
 				"--service-account-issuer=https://kubernetes.default.svc",
 				"--service-cluster-ip-range=" + serviceCIDR,
 				"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+				// The aggregation layer; without kube-proxy the apiserver routes to
+				// the endpoints of an APIService's Service, not its cluster IP.
+				"--requestheader-client-ca-file=" + pki("front-proxy/ca.crt"),
+				"--requestheader-allowed-names=front-proxy-client",
+				"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+				"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+				"--proxy-client-cert-file=" + pki("front-proxy/front-proxy-client.crt"), "--proxy-client-key-file=" + pki("front-proxy/front-proxy-client.key"),
+				"--enable-aggregator-routing=true",
 				"--allow-privileged=true", "--endpoint-reconciler-type=none",
 				"--feature-gates=" + strings.Join(FeatureGates, ","),
 				"--runtime-config=" + strings.Join(RuntimeConfig, ","),
@@ -332,23 +390,27 @@ func (c *Cluster) daemons(node string) []daemon {
 			},
 			healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
 		},
-		{
-			name:    "containerd",
-			args:    []string{"containerd", "--config", c.path("etc", "containerd.toml")},
-			healthy: c.containerdReady,
-		},
-		{
-			name: "kubelet", port: kubeletAddr,
-			args: []string{bin("kubelet"),
-				"--config=" + c.path("etc", "kubelet.yaml"),
-				"--kubeconfig=" + c.path("kubelet.kubeconfig"),
-				"--root-dir=" + c.path("kubelet"),
-				"--cert-dir=" + c.path("kubelet", "pki"),
-				"--hostname-override=" + node,
-			},
-			healthy: c.nodeReady(node),
-		},
 	}
+	for _, n := range nodes {
+		ds = append(ds,
+			daemon{
+				name:    "containerd" + n.suffix,
+				args:    []string{"containerd", "--config", n.path("etc", "containerd.toml")},
+				healthy: containerdReady(n),
+			},
+			daemon{
+				name: "kubelet" + n.suffix, port: n.kubeletAddr(),
+				args: []string{bin("kubelet"),
+					"--config=" + n.path("etc", "kubelet.yaml"),
+					"--kubeconfig=" + n.kubeconfig(),
+					"--root-dir=" + n.path("kubelet"),
+					"--cert-dir=" + n.path("kubelet", "pki"),
+					"--hostname-override=" + n.name,
+				},
+				healthy: c.nodeReady(n.name),
+			})
+	}
+	return ds
 }
 
 // httpOK checks a plain-HTTP health endpoint.
@@ -404,12 +466,14 @@ func (c *Cluster) apiReady(ctx context.Context, _ time.Time) error {
 	return err
 }
 
-func (c *Cluster) containerdReady(ctx context.Context, _ time.Time) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", c.containerdSocket(), "version").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
+func containerdReady(n node) func(context.Context, time.Time) error {
+	return func(ctx context.Context, _ time.Time) error {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "version").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
 	}
-	return nil
 }
 
 // nodeReady waits for a Ready condition that a kubelet started at started has

@@ -40,19 +40,127 @@ func TestRepoListPointsTheSmokeRegistriesAtTheLocalOne(t *testing.T) {
 
 func TestConfigsStayInTheClusterFolder(t *testing.T) {
 	c := New("/srv/repo", nil)
-	for name, cfg := range map[string]string{"containerd": containerdConfig(c), "kubelet": kubeletConfig(c), "cni": cniConfig(c.path("cni", "ipam"))} {
-		for _, line := range strings.Split(cfg, "\n") {
-			if strings.Contains(line, "/") && strings.Contains(line, `"/`) && !strings.Contains(line, "/srv/repo/_output/cluster") &&
-				!strings.Contains(line, "/usr/lib/cni") && !strings.Contains(line, "http://") {
-				t.Errorf("%s config writes outside the cluster folder: %s", name, line)
+	for _, n := range c.allNodes() {
+		for name, cfg := range map[string]string{"containerd": containerdConfig(n), "kubelet": kubeletConfig(c, n), "cni": cniConfig(n)} {
+			for _, line := range strings.Split(cfg, "\n") {
+				if strings.Contains(line, "/") && strings.Contains(line, `"/`) && !strings.Contains(line, "/srv/repo/_output/cluster") &&
+					!strings.Contains(line, "/usr/lib/cni") && !strings.Contains(line, "http://") {
+					t.Errorf("%s config of node %s writes outside the cluster folder: %s", name, n.name, line)
+				}
 			}
 		}
+		if !strings.Contains(containerdConfig(n), "restrict_oom_score_adj = true") {
+			t.Errorf("containerd must not lower oom_score_adj on sandboxed machines")
+		}
+		if !strings.Contains(kubeletConfig(c, n), "address: 127.0.0.1") {
+			t.Errorf("the kubelet must serve on loopback only")
+		}
 	}
-	if !strings.Contains(containerdConfig(c), "restrict_oom_score_adj = true") {
-		t.Errorf("containerd must not lower oom_score_adj on sandboxed machines")
+}
+
+// TestSecondNodeHasItsOwnEverything: the second node shares nothing with the
+// first that a kubelet or containerd would claim (docs/local-cluster.md).
+func TestSecondNodeHasItsOwnEverything(t *testing.T) {
+	c := New("/srv/repo", nil)
+	if len(c.nodes()) != 1 {
+		t.Errorf("the default cluster has %d nodes, want 1", len(c.nodes()))
 	}
-	if !strings.Contains(kubeletConfig(c), "address: 127.0.0.1") {
-		t.Errorf("the kubelet must serve on loopback only")
+	c.Nodes = 2
+	nodes := c.nodes()
+	if len(nodes) != 2 {
+		t.Fatalf("Nodes = 2 starts %d nodes", len(nodes))
+	}
+	a, b := nodes[0], nodes[1]
+	for what, pair := range map[string][2]string{
+		"name":              {a.name, b.name},
+		"dir":               {a.dir, b.dir},
+		"kubelet port":      {a.kubeletAddr(), b.kubeletAddr()},
+		"healthz port":      {a.healthzAddr(), b.healthzAddr()},
+		"containerd socket": {a.containerdSocket(), b.containerdSocket()},
+		"bridge":            {a.bridge, b.bridge},
+		"subnet":            {a.subnet, b.subnet},
+		"cgroupRoot":        {a.cgroupRoot, b.cgroupRoot},
+		"kubeconfig":        {a.kubeconfig(), b.kubeconfig()},
+	} {
+		if pair[0] == pair[1] {
+			t.Errorf("both nodes have the %s %q", what, pair[0])
+		}
+	}
+	if a.kubeletAddr() != "127.0.0.1:10250" || a.containerdSocket() != "/srv/repo/_output/cluster/run/containerd.sock" || a.cgroupRoot != "" {
+		t.Errorf("the first node moved: %+v", a)
+	}
+	_, an, _ := net.ParseCIDR(a.subnet)
+	_, bn, _ := net.ParseCIDR(b.subnet)
+	if an.Contains(bn.IP) || bn.Contains(an.IP) {
+		t.Errorf("pod subnets %s and %s overlap", a.subnet, b.subnet)
+	}
+	kb := kubeletConfig(c, b)
+	for _, want := range []string{"port: 10350\n", "healthzPort: 10348\n", "readOnlyPort: 0\n", "cgroupRoot: /kube-carry-node2\n",
+		"podLogsDirectory: /srv/repo/_output/cluster/node2/pod-logs\n", "unix:///srv/repo/_output/cluster/node2/run/containerd.sock\n", "pki/kubelet-node2-serving.crt\n"} {
+		if !strings.Contains(kb, want) {
+			t.Errorf("the second kubelet's config lacks %q:\n%s", want, kb)
+		}
+	}
+	cb := containerdConfig(b)
+	for _, want := range []string{`root = "/srv/repo/_output/cluster/node2/containerd/root"`, `address = "/srv/repo/_output/cluster/node2/run/containerd.sock"`,
+		`Root = "/srv/repo/_output/cluster/node2/containerd/runc"`, `conf_dir = "/srv/repo/_output/cluster/node2/cni/net.d"`} {
+		if !strings.Contains(cb, want) {
+			t.Errorf("the second containerd's config lacks %q", want)
+		}
+	}
+	if nb := cniConfig(b); !strings.Contains(nb, `"bridge": "carry1"`) || !strings.Contains(nb, `"10.88.1.0/24"`) {
+		t.Errorf("the second node's CNI config: %s", nb)
+	}
+	if strings.Contains(containerdConfig(a), "Root =") || strings.Contains(kubeletConfig(c, a), "cgroupRoot") {
+		t.Errorf("the first node's configs changed")
+	}
+}
+
+func TestHostsEntryIsAddedOnceAndRemoved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	orig := "127.0.0.1 localhost\n::1 ip6-localhost" // no final newline
+	os.WriteFile(path, []byte(orig), 0o644)
+	for i := 0; i < 2; i++ {
+		if err := addHostsEntry(path, "vm-2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := hostsEntries(path); len(got) != 1 || !strings.HasPrefix(got[0], "127.0.0.1 vm-2 #") {
+		t.Errorf("entries after adding twice: %q", got)
+	}
+	if err := removeHostsEntries(path); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if string(data) != orig+"\n" || len(hostsEntries(path)) != 0 {
+		t.Errorf("after removal: %q", data)
+	}
+}
+
+func TestCgroupRootIsCreatedInEveryHierarchyAndRemoved(t *testing.T) {
+	base := t.TempDir()
+	defer func(old string) { cgroupBase = old }(cgroupBase)
+	cgroupBase = base
+	for _, h := range []string{"cpu", "memory", "cpuset"} {
+		os.MkdirAll(filepath.Join(base, h), 0o755)
+		os.WriteFile(filepath.Join(base, h, "cgroup.procs"), nil, 0o644)
+	}
+	os.MkdirAll(filepath.Join(base, "not-a-hierarchy"), 0o755)
+	if err := createCgroupRoot("/kube-carry-node2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := cgroupLeftovers("/kube-carry-node2"); len(got) != 3 {
+		t.Errorf("cgroup root in %v, want cpu, memory and cpuset", got)
+	}
+	os.MkdirAll(filepath.Join(base, "cpu", "kube-carry-node2", "kubepods", "besteffort"), 0o755)
+	if err := removeCgroupRoot("/kube-carry-node2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := cgroupLeftovers("/kube-carry-node2"); len(got) != 0 {
+		t.Errorf("left after removal: %v", got)
+	}
+	if cgroupDirs("") != nil {
+		t.Errorf("the first node (default cgroupRoot) has cgroup dirs of its own")
 	}
 }
 

@@ -23,7 +23,13 @@ http:
 `, storage, RegistryAddr)
 }
 
-func containerdConfig(c *Cluster) string {
+func containerdConfig(n node) string {
+	// The second node's runc keeps its state apart from the first's (runc's
+	// default root is per namespace, and both containerds use k8s.io).
+	runcRoot := ""
+	if n.suffix != "" {
+		runcRoot = fmt.Sprintf("\n        Root = %q", n.path("containerd", "runc"))
+	}
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -51,7 +57,7 @@ state = %[2]q
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = false%[9]s
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[6]q
@@ -59,17 +65,17 @@ state = %[2]q
     endpoint = ["http://%[7]s"]
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[8]s"]
     endpoint = ["http://%[8]s"]
-`, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSocket(),
-		c.path("containerd", "opt"), images.Names{Registry: RegistryAddr}.Pause(),
-		c.path("cni", "net.d"), RegistryAddr, SlowRegistryAddr)
+`, n.path("containerd", "root"), n.path("containerd", "state"), n.containerdSocket(),
+		n.path("containerd", "opt"), images.Names{Registry: RegistryAddr}.Pause(),
+		n.path("cni", "net.d"), RegistryAddr, SlowRegistryAddr, runcRoot)
 }
 
-// cniConfig is a bridge of the cluster's own with host-local addresses; no
+// cniConfig is a bridge of the node's own with host-local addresses; no
 // masquerading, so the cluster leaves no firewall rules behind.
-func cniConfig(ipamDir string) string {
+func cniConfig(n node) string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
-  "name": "kube-carry",
+  "name": "kube-carry%s",
   "plugins": [
     {
       "type": "bridge",
@@ -85,10 +91,10 @@ func cniConfig(ipamDir string) string {
     }
   ]
 }
-`, bridgeName, podSubnet, ipamDir)
+`, n.suffix, n.bridge, n.subnet, n.path("cni", "ipam"))
 }
 
-func kubeletConfig(c *Cluster) string {
+func kubeletConfig(c *Cluster, n node) string {
 	var gates strings.Builder
 	for _, g := range FeatureGates {
 		name, value, _ := strings.Cut(g, "=")
@@ -97,14 +103,23 @@ func kubeletConfig(c *Cluster) string {
 	if gates.Len() == 0 {
 		gates.WriteString("  {}\n")
 	}
+	// The second node: its pods' cgroups and logs apart from the first's (a
+	// kubelet removes the pod cgroups and log folders of pods it does not know).
+	var own strings.Builder
+	if n.cgroupRoot != "" {
+		fmt.Fprintf(&own, "cgroupRoot: %s\n", n.cgroupRoot)
+	}
+	if n.suffix != "" {
+		fmt.Fprintf(&own, "podLogsDirectory: %s\n", n.path("pod-logs"))
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
-port: 10250
+port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-cgroupDriver: cgroupfs
+healthzPort: %d
+%scgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
@@ -128,7 +143,8 @@ imageGCLowThresholdPercent: 96
 serializeImagePulls: false
 maxParallelImagePulls: 3
 featureGates:
-%s`, c.containerdSocket(), c.path("pki", "kubelet-serving.crt"), c.path("pki", "kubelet-serving.key"),
+%s`, n.port, n.healthzPort, own.String(),
+		n.containerdSocket(), c.path("pki", "kubelet"+n.suffix+"-serving.crt"), c.path("pki", "kubelet"+n.suffix+"-serving.key"),
 		c.path("pki", "ca.crt"), gates.String())
 }
 

@@ -17,30 +17,33 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
+// Helpers are processes that tests start against the cluster (the VPA e2e test:
+// metrics-server and the VPA recommender, docs/vpa-node-scope.md). Down stops
+// them too, in case a test was killed before its cleanup.
+var Helpers = []string{"vpa-recommender", "metrics-server"}
+
 // Down stops what Up started, in reverse order, and removes what the cluster left on
 // the machine: pod sandboxes (so that CNI releases their network), containerd shims,
-// mounts under the cluster folder and the pod bridge. State on disk stays for the
-// next Up. It reports anything it could not remove.
+// mounts under the cluster folder, the pod bridges and, of the second node, its
+// Node object, cgroups and /etc/hosts line. State on disk stays for the next Up.
+// It reports anything it could not remove.
 func (c *Cluster) Down(ctx context.Context) error {
 	var errs []error
-	errs = append(errs, c.stop("kubelet", 20*time.Second))
-	if _, ok := c.running("containerd"); ok {
-		errs = append(errs, c.removeSandboxes(ctx))
+	for _, name := range Helpers {
+		errs = append(errs, c.stop(name, 10*time.Second))
 	}
-	errs = append(errs, c.stop("containerd", 10*time.Second))
-	errs = append(errs, c.killShims())
+	for _, n := range c.allNodes() {
+		errs = append(errs, c.DownNode(ctx, n, false))
+	}
 	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slow-registry", "registry"} {
 		errs = append(errs, c.stop(name, 15*time.Second))
 	}
 	errs = append(errs, c.unmountAll())
-	if linkExists(bridgeName) {
-		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", bridgeName, err, out))
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -51,12 +54,77 @@ func (c *Cluster) Down(ctx context.Context) error {
 	return nil
 }
 
-// removeSandboxes stops and removes every pod sandbox through the CRI, so that
-// containerd tears down their containers, mounts and network namespaces.
-func (c *Cluster) removeSandboxes(ctx context.Context) error {
+// DownSecondNode stops the second node and removes all of it (see DownNode), and
+// leaves the rest of the cluster running.
+func (c *Cluster) DownSecondNode(ctx context.Context) error {
+	n := c.secondNode()
+	if err := c.DownNode(ctx, n, true); err != nil {
+		return err
+	}
+	left := c.nodeLeftovers(n)
+	for _, mp := range mountsUnder(n.dir) {
+		left = append(left, "mount "+mp)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("the second node left these behind:\n  %s", strings.Join(left, "\n  "))
+	}
+	return nil
+}
+
+// DownNode stops a node's kubelet and containerd and removes its pod sandboxes,
+// shims and bridge; of the second node also its Node object (while the apiserver
+// runs: a NotReady node would hold up the e2e tests of a later single-node run),
+// its cgroups and its /etc/hosts line. unmount also unmounts what is left under
+// the node's folder (Down unmounts the whole cluster folder afterwards).
+func (c *Cluster) DownNode(ctx context.Context, n node, unmount bool) error {
+	var errs []error
+	errs = append(errs, c.stop("kubelet"+n.suffix, 20*time.Second))
+	if n.suffix != "" {
+		errs = append(errs, c.deleteNode(ctx, n.name))
+	}
+	if _, ok := c.running("containerd" + n.suffix); ok {
+		errs = append(errs, c.removeSandboxes(ctx, n))
+	}
+	errs = append(errs, c.stop("containerd"+n.suffix, 10*time.Second))
+	errs = append(errs, c.killShims(n))
+	if unmount {
+		errs = append(errs, unmountUnder(n.dir))
+	}
+	if linkExists(n.bridge) {
+		if out, err := exec.Command("ip", "link", "delete", n.bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", n.bridge, err, out))
+		}
+	}
+	if n.suffix != "" {
+		errs = append(errs, removeCgroupRoot(n.cgroupRoot))
+		errs = append(errs, removeHostsEntries(hostsFile))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteNode deletes a Node object, if the apiserver runs and the Node exists.
+func (c *Cluster) deleteNode(ctx context.Context, name string) error {
+	if _, ok := c.running("kube-apiserver"); !ok {
+		return nil
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	return nil
+}
+
+// removeSandboxes stops and removes every pod sandbox of a node through the CRI, so
+// that containerd tears down their containers, mounts and network namespaces.
+func (c *Cluster) removeSandboxes(ctx context.Context, n node) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	conn, err := grpc.NewClient("unix://"+c.containerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+n.containerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -77,13 +145,13 @@ func (c *Cluster) removeSandboxes(ctx context.Context) error {
 		}
 	}
 	if len(resp.Items) > 0 {
-		c.logf("%-24s removed %d pod sandboxes", "containerd", len(resp.Items))
+		c.logf("%-24s removed %d pod sandboxes", "containerd"+n.suffix, len(resp.Items))
 	}
 	return errors.Join(errs...)
 }
 
-// shims lists the containerd shims serving this cluster's containerd.
-func (c *Cluster) shims() []int {
+// shims lists the containerd shims serving a node's containerd.
+func (c *Cluster) shims(n node) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -95,23 +163,26 @@ func (c *Cluster) shims() []int {
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(cmdline, []byte("containerd-shim")) && bytes.Contains(cmdline, []byte(c.containerdSocket())) && alive(pid) {
+		if bytes.Contains(cmdline, []byte("containerd-shim")) && bytes.Contains(cmdline, []byte(n.containerdSocket())) && alive(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-func (c *Cluster) killShims() error {
+func (c *Cluster) killShims(n node) error {
 	var errs []error
-	for _, pid := range c.shims() {
+	for _, pid := range c.shims(n) {
 		errs = append(errs, killAndWait(pid, 5*time.Second))
 	}
 	return errors.Join(errs...)
 }
 
 // mounts lists the mount points under the cluster folder, deepest first.
-func (c *Cluster) mounts() []string {
+func (c *Cluster) mounts() []string { return mountsUnder(c.Dir) }
+
+// mountsUnder lists the mount points under dir, deepest first.
+func mountsUnder(dir string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -125,7 +196,7 @@ func (c *Cluster) mounts() []string {
 			continue
 		}
 		mp := unescapeMount(fields[4])
-		if mp == c.Dir || strings.HasPrefix(mp, c.Dir+"/") {
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
 	}
@@ -138,9 +209,11 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-func (c *Cluster) unmountAll() error {
+func (c *Cluster) unmountAll() error { return unmountUnder(c.Dir) }
+
+func unmountUnder(dir string) error {
 	var errs []error
-	for _, mp := range c.mounts() {
+	for _, mp := range mountsUnder(dir) {
 		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", mp, err))
 		}
@@ -153,27 +226,51 @@ func linkExists(name string) bool {
 	return err == nil
 }
 
-// Leftovers lists what of the cluster is still on the machine: processes, mounts,
-// network devices.
+// Leftovers lists what of the cluster (both nodes, whatever Up started) is still
+// on the machine: processes, mounts, network devices, the second node's cgroups
+// and /etc/hosts line.
 func (c *Cluster) Leftovers() []string {
 	var left []string
-	for _, name := range []string{"registry", "slow-registry", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+	for _, name := range append([]string{"registry", "slow-registry", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}, Helpers...) {
 		if pid, ok := c.running(name); ok {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
 		}
 	}
-	for _, pid := range c.shims() {
-		left = append(left, fmt.Sprintf("process containerd-shim (pid %d)", pid))
+	for _, n := range c.allNodes() {
+		left = append(left, c.nodeLeftovers(n)...)
 	}
 	for _, mp := range c.mounts() {
 		left = append(left, "mount "+mp)
 	}
-	if linkExists(bridgeName) {
-		left = append(left, "network device "+bridgeName)
+	return left
+}
+
+// nodeLeftovers lists what of a node is still on the machine but its mounts
+// (which Leftovers lists for the whole cluster folder).
+func (c *Cluster) nodeLeftovers(n node) []string {
+	var left []string
+	for _, name := range []string{"containerd" + n.suffix, "kubelet" + n.suffix} {
+		if pid, ok := c.running(name); ok {
+			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
+		}
 	}
-	if entries, err := os.ReadDir("/sys/class/net/" + bridgeName + "/brif"); err == nil {
+	for _, pid := range c.shims(n) {
+		left = append(left, fmt.Sprintf("process containerd-shim of containerd%s (pid %d)", n.suffix, pid))
+	}
+	if linkExists(n.bridge) {
+		left = append(left, "network device "+n.bridge)
+	}
+	if entries, err := os.ReadDir("/sys/class/net/" + n.bridge + "/brif"); err == nil {
 		for _, e := range entries {
 			left = append(left, "network device "+e.Name())
+		}
+	}
+	for _, dir := range cgroupLeftovers(n.cgroupRoot) {
+		left = append(left, "cgroup "+dir)
+	}
+	if n.suffix != "" {
+		for _, l := range hostsEntries(hostsFile) {
+			left = append(left, hostsFile+" line "+strconv.Quote(l))
 		}
 	}
 	return left

@@ -101,10 +101,3 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("left behind after down: %v", left)
 	}
 }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
