@@ -101,6 +101,10 @@ type Controller struct {
 	backoff workqueue.TypedRateLimiter[string]
 	mu      sync.Mutex
 	retryAt map[string]time.Time
+	// waitUntil is when a task that is not done yet runs again: once a
+	// Recheck, whatever else queues the Feature (the periodic recheck of
+	// every Feature, reports, a task's own writes).
+	waitUntil map[string]time.Time
 	// written is the resourceVersion of each Feature as this server last
 	// wrote its status. The pass that wrote it acted on it already and
 	// queued the next one, so the watch event of that write is not queued:
@@ -138,6 +142,7 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		backoff:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 		retryAt:     map[string]time.Time{},
 		written:     map[string]string{},
+		waitUntil:   map[string]time.Time{},
 		leaders:     map[string]string{},
 	}
 	for key := range cfg.Gate.GetAll() {
@@ -320,6 +325,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	if len(updated.Status.Tasks) == 0 {
 		return 0, c.resampleDanglingUses(ctx, updated, now)
+	}
+	c.mu.Lock()
+	waitUntil, waiting := c.waitUntil[name]
+	c.mu.Unlock()
+	if waiting && now.Before(waitUntil) && len(f.Status.Tasks) > 0 && f.Status.Tasks[0].Name == updated.Status.Tasks[0].Name {
+		return waitUntil.Sub(now), nil
 	}
 	return c.runTask(ctx, updated.DeepCopy(), key, now)
 }

@@ -285,6 +285,7 @@ func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.refresh()
+	e.clock.Step(10 * time.Second) // a waiting task runs again after the recheck period
 	e.sync("bar")
 	f = e.get("bar")
 	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
@@ -357,9 +358,39 @@ func TestOnlyOthersWritesQueueTheFeature(t *testing.T) {
 		name, _ := e.c.queue.Get()
 		e.c.queue.Done(name)
 	}
+	e.clock.Step(10 * time.Second)
 	e.sync("foo")
 	if f = e.get("foo"); taskNames(f) != "PrepareFoo" || e.c.queue.Len() != 1 {
 		t.Errorf("tasks %s, %d queued; want PrepareFoo next and queued", taskNames(f), e.c.queue.Len())
+	}
+}
+
+func TestAWaitingTaskRunsOnceARecheck(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{NotYet("a"), NotYet("b"), Done}}
+	registry := NewRegistry(NewWaitForUses(0))
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo")
+	e.set(foo, true)
+	e.sync("foo") // TurningOn, WaitForUses starts
+	e.clock.Step(10 * time.Second)
+	e.sync("foo") // WaitForUses done
+	e.sync("foo") // PrepareFoo: not yet
+	// The periodic recheck, reports and writes queue the Feature meanwhile.
+	for range 3 {
+		e.clock.Step(3 * time.Second)
+		if after := e.sync("foo"); after <= 0 || after > 10*time.Second {
+			t.Errorf("a waiting task is looked at again after %v, want within the recheck period", after)
+		}
+	}
+	if task.runs != 1 {
+		t.Fatalf("PrepareFoo ran %d times within one recheck period, want once", task.runs)
+	}
+	e.clock.Step(time.Second)
+	e.sync("foo")
+	if task.runs != 2 || !strings.Contains(condition(e.get("foo"), featuresv1alpha1.FeatureConditionTransitioning).Message, "PrepareFoo: b") {
+		t.Errorf("PrepareFoo ran %d times after a recheck period, want twice", task.runs)
 	}
 }
 
@@ -372,6 +403,7 @@ func TestATaskErrorIsRecordedAndBackedOff(t *testing.T) {
 	e.sync("foo")
 	e.set(foo, true)
 	e.sync("foo") // TurningOn, WaitForUses starts
+	e.clock.Step(10 * time.Second)
 	e.sync("foo") // WaitForUses done
 	after := e.sync("foo")
 	f := e.get("foo")
@@ -481,6 +513,7 @@ func TestVersionChangesRunTheirTasks(t *testing.T) {
 		condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message != "MigrateBar: migrating" {
 		t.Fatalf("tasks %s, Transitioning %+v, state %s; want MigrateBar, Upgrade, On", taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning), f.Status.State)
 	}
+	e.clock.Step(10 * time.Second)
 	e.sync("bar")
 	f = e.get("bar")
 	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36.3" {
@@ -531,7 +564,7 @@ func TestMetrics(t *testing.T) {
 	durations, _ := testutil.GetHistogramMetricCount(transitionDuration.WithLabelValues(string(TurnOn)))
 	e.set(foo, true)
 	for range 4 {
-		e.clock.Step(time.Second)
+		e.clock.Step(10 * time.Second)
 		e.sync("foo")
 	}
 	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateOn {

@@ -101,6 +101,9 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	if result.Done {
 		return 0, nil
 	}
+	c.mu.Lock()
+	c.waitUntil[updated.Name] = now.Add(c.cfg.Recheck)
+	c.mu.Unlock()
 	return c.cfg.Recheck, nil
 }
 
@@ -125,6 +128,7 @@ func (c *Controller) forgetFailures(name string) {
 	c.backoff.Forget(name)
 	c.mu.Lock()
 	delete(c.retryAt, name)
+	delete(c.waitUntil, name)
 	c.mu.Unlock()
 }
 
