@@ -2,7 +2,8 @@
 # make test: verify, the unit tests of this project's tools, of every upstream package
 # the series touches and of every package it adds (race detector on those), the
 # Kubernetes ones again with the series' feature gates on, the integration tests the
-# features add (against an etcd of their own) and the cluster smoke. Ends with
+# features add (against an etcd of their own), the cluster smoke and the VPA's end-to-end
+# test on a two-node local cluster. Ends with
 # "N passed, N failed".
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -133,6 +134,14 @@ if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/bu
   go test -tags smoke -count=1 -json -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
 fi
+
+echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
+if ! hack/vpa.sh e2e "$TESTOUT/vpa-e2e.json" >"$TESTOUT/vpa-e2e.log" 2>&1 && [ ! -s "$TESTOUT/vpa-e2e.json" ]; then
+  # It failed before the test ran: building the VPA or installing metrics-server.
+  tail -n 20 "$TESTOUT/vpa-e2e.log"
+  "$SUMMARY" record vpa-e2e build fail <"$TESTOUT/vpa-e2e.log" >"$TESTOUT/vpa-e2e.json"
+fi
+"$SUMMARY" "$TESTOUT/vpa-e2e.json" | tail -n 1
 
 echo "== summary ($((SECONDS - start))s)"
 "$SUMMARY" "$TESTOUT"/*.json

@@ -12,9 +12,9 @@
 #                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
 #                    and autoscaler-gates-on.json
 #   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
-#   e2e              build, then the end-to-end test of per-node recommendations on the
+#   e2e [JSON]       build, then the end-to-end test of per-node recommendations on the
 #                    local cluster with two nodes and metrics-server (make vpa-e2e, root):
-#                    hack/internal/cluster/vpa_e2e_test.go
+#                    hack/internal/cluster/vpa_e2e_test.go; go test -json into JSON if given
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -78,11 +78,17 @@ metrics_server() {
   fi
 }
 
-# e2e: the per-node recommendations of one DaemonSet on the two nodes of the local
-# cluster (it brings the cluster up with two nodes if needed, and down again).
+# e2e [JSON]: the per-node recommendations of one DaemonSet on the two nodes of the
+# local cluster (it brings the cluster up with two nodes if needed, and down again);
+# with JSON, go test -json output goes there (make test).
 e2e() {
+  local run=(go test -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
   go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
-  go test -tags vpae2e -count=1 -v -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster
+  if [ -n "${1:-}" ]; then
+    "${run[@]}" -json >"$1" 2>&1
+  else
+    "${run[@]}" -v
+  fi
 }
 
 # gates: the VPA feature gates the series adds, as NAME=true,...
@@ -133,6 +139,6 @@ case ${1:-build} in
   crds) tree && crds ;;
   test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
   gates-on) tree && gates_on "${2:-}" ;;
-  e2e) tree && build && crds && metrics_server && e2e ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e]" >&2; exit 2 ;;
+  e2e) tree && build && crds && metrics_server && e2e "${2:-}" ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]]" >&2; exit 2 ;;
 esac
