@@ -87,18 +87,23 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 		s.Tasks = s.Tasks[1:]
 		if len(s.Tasks) == 0 {
 			c.finish(updated, now)
-		} else {
-			// The event of this write is this server's own, which does not
-			// queue the Feature: run the next task now.
-			defer c.queue.Add(updated.Name)
 		}
 	}
 	c.forgetFailures(updated.Name)
 	meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
-	if _, err := c.writeStatus(ctx, updated); err != nil {
+	written, err := c.writeStatus(ctx, updated)
+	if err != nil {
 		return 0, err
 	}
 	if result.Done {
+		if written != nil && len(written.Status.Tasks) > 0 {
+			// The next task runs on the event of this write, once the cache
+			// holds it: a pass queued now could run the done task again on
+			// the cached object.
+			c.mu.Lock()
+			delete(c.written, written.Name)
+			c.mu.Unlock()
+		}
 		return 0, nil
 	}
 	c.mu.Lock()
