@@ -60,7 +60,7 @@ func (WaitForNoBalloonPods) Run(ctx context.Context, tc *featurelifecycle.TaskCo
 	if len(names) > maxNamed {
 		names = append(names[:maxNamed:maxNamed], "...")
 	}
-	return featurelifecycle.NotYet(fmt.Sprintf("%d balloon pods remain (%s); delete them, and the node-balloon DaemonSet, to finish turning BalloonPod off",
+	return featurelifecycle.NotYet(fmt.Sprintf("balloon pods remain in kube-system: %d (%s); delete them, and the node-balloon DaemonSet, to finish turning BalloonPod off",
 		len(balloons), strings.Join(names, ", "))), nil
 }
 

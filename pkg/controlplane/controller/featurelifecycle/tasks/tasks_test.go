@@ -103,7 +103,7 @@ func TestWaitForNoBalloonPodsWaitsWithoutDeleting(t *testing.T) {
 	client := fake.NewClientset(objs...)
 	task := WaitForNoBalloonPods{}
 	result, err := task.Run(ctx, &featurelifecycle.TaskContext{Client: client})
-	if err != nil || result.Done || !strings.Contains(result.Message, "1 balloon pods remain (balloon-node-1)") {
+	if err != nil || result.Done || !strings.Contains(result.Message, "balloon pods remain in kube-system: 1 (balloon-node-1)") {
 		t.Fatalf("result %+v, %v; want waiting for balloon-node-1", result, err)
 	}
 	if err := task.Pristine(ctx, client); err == nil {
