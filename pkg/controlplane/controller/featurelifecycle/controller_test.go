@@ -361,8 +361,9 @@ func TestOnlyOthersWritesQueueTheFeature(t *testing.T) {
 	}
 }
 
-func TestAWaitingTaskRunsOnceARecheck(t *testing.T) {
-	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{NotYet("a"), NotYet("b"), Done}}
+// turnFooOnUpTo turns Foo on with task registered after WaitForUses (which
+// does not wait), and runs the passes until task is next.
+func turnFooOnUpTo(t *testing.T, task Task) *testEnv {
 	registry := NewRegistry(NewWaitForUses(0))
 	registry.Register(foo, task)
 	e := newTestEnv(t, registry)
@@ -372,6 +373,12 @@ func TestAWaitingTaskRunsOnceARecheck(t *testing.T) {
 	e.sync("foo") // TurningOn, WaitForUses starts
 	e.clock.Step(10 * time.Second)
 	e.sync("foo") // WaitForUses done
+	return e
+}
+
+func TestAWaitingTaskRunsOnceARecheck(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{NotYet("a"), NotYet("b"), Done}}
+	e := turnFooOnUpTo(t, task)
 	e.sync("foo") // PrepareFoo: not yet
 	// The periodic recheck, reports and writes queue the Feature meanwhile.
 	for range 3 {
@@ -392,15 +399,7 @@ func TestAWaitingTaskRunsOnceARecheck(t *testing.T) {
 
 func TestATaskErrorIsRecordedAndBackedOff(t *testing.T) {
 	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, errs: []error{errors.New("storage unavailable")}}
-	registry := NewRegistry(NewWaitForUses(0))
-	registry.Register(foo, task)
-	e := newTestEnv(t, registry)
-	e.sync("foo")
-	e.sync("foo")
-	e.set(foo, true)
-	e.sync("foo") // TurningOn, WaitForUses starts
-	e.clock.Step(10 * time.Second)
-	e.sync("foo") // WaitForUses done
+	e := turnFooOnUpTo(t, task)
 	after := e.sync("foo")
 	f := e.get("foo")
 	if f.Status.Tasks[0].LastError != "storage unavailable" || condition(f, featuresv1alpha1.FeatureConditionTaskFailed).Status != metav1.ConditionTrue || !e.event("TaskFailed") {
