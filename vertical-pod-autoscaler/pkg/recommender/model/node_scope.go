@@ -38,9 +38,13 @@ const NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
 // recommendation (the recommender's --node-scope-min-history).
 const DefaultMinNodeHistory = time.Hour
 
-// IsNodeScoped tells whether the VPA gets one recommendation per node.
+// IsNodeScoped tells whether the VPA gets one recommendation per node: scope
+// node, a DaemonSet target and the gate on. The CRD and the admission webhook
+// allow scope node only for a DaemonSet target; the recommender checks it again
+// for clusters that run neither the current CRD nor the webhook.
 func (vpa *Vpa) IsNodeScoped() bool {
-	return vpa.Scope == vpa_types.ScopeNode && features.Enabled(features.DaemonSetNodeScope)
+	return vpa.Scope == vpa_types.ScopeNode && vpa.TargetRef != nil && vpa.TargetRef.Kind == "DaemonSet" &&
+		features.Enabled(features.DaemonSetNodeScope)
 }
 
 // ScopedPodLabels returns the labels under which the model keeps a pod: the

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -45,6 +47,9 @@ type NodeScope struct {
 	Nodes NodeChecker
 	// Checkpoints stores the per-node history; nil: none is stored.
 	Checkpoints NodeCheckpointStore
+	// Cleaner deletes the slices and checkpoint slices of VPAs without scope
+	// node; nil: they stay until their VPA is deleted.
+	Cleaner NodeScopeCleaner
 	// MinHistory is how much usage history of its own a node's pod needs
 	// before the node gets its own recommendation (--node-scope-min-history,
 	// default model.DefaultMinNodeHistory). Until then the node has no entry
@@ -56,6 +61,12 @@ type NodeScope struct {
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
 type NodeScopeWriter interface {
 	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (nodescope.Plan, error)
+}
+
+// NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
+// have scope node (any more).
+type NodeScopeCleaner interface {
+	Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error)
 }
 
 // NodeChecker tells which nodes count for a VPA with scope node.
@@ -73,19 +84,25 @@ type NodeCheckpointStore interface {
 	Holds(vpa types.UID, node string) bool
 }
 
-// NewNodeScope returns the NodeScope of the recommender: slices and
-// checkpoint slices through the client, the given minimum of per-node history
-// and, with the DaemonSetNodeScope gate on, the nodes of the informer factory
-// (so that the gate off adds no informer).
-func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, pods listersv1.PodLister, factory informers.SharedInformerFactory, minHistory time.Duration) NodeScope {
-	scope := NodeScope{
-		Writer:      &nodescope.Writer{Client: client},
-		Checkpoints: nodescope.NewCheckpointStore(client),
-		MinHistory:  minHistory,
+// NewNodeScope returns the NodeScope of the recommender. With the
+// DaemonSetNodeScope gate on: slices and checkpoint slices through the client,
+// the nodes of the informer factory, the given minimum of per-node history, and
+// a Cleaner over metadata informers of both kinds (in namespace, or all when
+// empty), started with stopCh. With the gate off it holds no writer, store or
+// cleaner and starts nothing, so the recommender never reads or writes the
+// alpha kinds (whose CRDs may be absent); slices written while the gate was on
+// stay until their VPA is deleted.
+func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
+	namespace string, minHistory time.Duration, stopCh <-chan struct{},
+) NodeScope {
+	scope := NodeScope{MinHistory: minHistory}
+	if !features.Enabled(features.DaemonSetNodeScope) {
+		return scope
 	}
-	if features.Enabled(features.DaemonSetNodeScope) {
-		scope.Nodes = nodescope.NewNodes(pods, factory)
-	}
+	scope.Writer = &nodescope.Writer{Client: client}
+	scope.Checkpoints = nodescope.NewCheckpointStore(client)
+	scope.Nodes = nodescope.NewNodes(pods, factory)
+	scope.Cleaner = nodescope.NewCleaner(client, metadata.NewForConfigOrDie(kubeConfig), namespace, stopCh)
 	return scope
 }
 
@@ -261,4 +278,30 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 		}
 	}
 	klog.V(4).InfoS("Per-node checkpoints", "vpas", len(histories), "slices", stats.Slices, "writes", stats.Writes, "pending", stats.Pending)
+}
+
+// cleanupNodeScope deletes the slices and checkpoint slices of the observed VPAs
+// that do not have scope node (any more, or the target is not a DaemonSet),
+// within the Cleaner's bound of deletes a loop, and drops the per-node
+// checkpoints such a VPA had loaded into the model.
+func (r *recommender) cleanupNodeScope(ctx context.Context) {
+	if r.nodeScope.Cleaner == nil {
+		return
+	}
+	var vpas []*vpa_types.VerticalPodAutoscaler
+	for _, observed := range r.clusterState.ObservedVPAs() {
+		vpa, found := r.clusterState.VPAs()[model.VpaID{Namespace: observed.Namespace, VpaName: observed.Name}]
+		if !found || vpa.IsNodeScoped() {
+			continue
+		}
+		vpa.NodeInitialAggregateStates = nil
+		vpas = append(vpas, observed)
+	}
+	stats, err := r.nodeScope.Cleaner.Cleanup(ctx, vpas)
+	if err != nil {
+		klog.ErrorS(err, "Cannot delete all slices of VPAs without scope node")
+	}
+	if stats.Deleted > 0 || stats.Pending > 0 {
+		klog.V(3).InfoS("Deleted slices of VPAs without scope node", "deleted", stats.Deleted, "pending", stats.Pending)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,7 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	pod.Spec.NodeName = "busy"
 
 	vpa := getIPVpa()
+	vpa.Spec.TargetRef = &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"}
 	vpa.Spec.Scope = vpa_types.ScopeNode
 	vpa.Status.Recommendation = cpuMemRec("1", "1Gi")
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{nodescope.NodeIndex: nodescope.NodeIndexFunc})

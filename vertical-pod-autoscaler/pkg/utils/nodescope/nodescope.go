@@ -104,12 +104,13 @@ func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node s
 	return nil
 }
 
-// ForPod returns the VPA as the pod sees it: for a VPA with scope node (and the
-// gate on) whose slices hold an entry for the pod's node, a copy whose
-// status.recommendation is that node's; otherwise the VPA itself, whose
-// recommendation is the DaemonSet-wide one.
+// ForPod returns the VPA as the pod sees it: for a VPA with scope node and a
+// DaemonSet target (and the gate on) whose slices hold an entry for the pod's
+// node, a copy whose status.recommendation is that node's; otherwise the VPA
+// itself, whose recommendation is the DaemonSet-wide one.
 func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
-	if vpa == nil || pod == nil || vpa.Spec.Scope != vpa_types.ScopeNode || !features.Enabled(features.DaemonSetNodeScope) {
+	if vpa == nil || pod == nil || vpa.Spec.Scope != vpa_types.ScopeNode || vpa.Spec.TargetRef == nil || vpa.Spec.TargetRef.Kind != "DaemonSet" ||
+		!features.Enabled(features.DaemonSetNodeScope) {
 		return vpa
 	}
 	node := PodNode(pod)

@@ -126,6 +126,7 @@ func TestForPod(t *testing.T) {
 		name    string
 		gate    bool
 		scope   vpa_types.VerticalPodAutoscalerScope
+		kind    string // of the target; empty: DaemonSet
 		pod     *corev1.Pod
 		wantCPU string
 	}{
@@ -136,10 +137,14 @@ func TestForPod(t *testing.T) {
 		{name: "pod without a node: DaemonSet-wide", gate: true, scope: vpa_types.ScopeNode, pod: &corev1.Pod{}, wantCPU: "300m"},
 		{name: "no scope", gate: true, scope: "", pod: daemonSetPod("busy", true), wantCPU: "300m"},
 		{name: "gate off", gate: false, scope: vpa_types.ScopeNode, pod: daemonSetPod("busy", true), wantCPU: "300m"},
+		{name: "target not a DaemonSet", gate: true, scope: vpa_types.ScopeNode, kind: "Deployment", pod: daemonSetPod("busy", true), wantCPU: "300m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
 			vpa := daemonSetVPA(tc.scope, nil)
+			if tc.kind != "" {
+				vpa.Spec.TargetRef.Kind = tc.kind
+			}
 			got := l.ForPod(vpa, tc.pod).Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]
 			if got.Cmp(resource.MustParse(tc.wantCPU)) != 0 {
 				t.Errorf("cpu target %s, want %s", got.String(), tc.wantCPU)

@@ -1,0 +1,175 @@
+/*
+Copyright 2026 The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodescope
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/client"
+)
+
+const (
+	// DefaultMaxCleanupDeletes is the most deletes of one Cleanup, over all
+	// VPAs.
+	DefaultMaxCleanupDeletes = 10
+	// VPANameIndex indexes objects by namespace/value of vpa_alpha.VPANameLabel.
+	VPANameIndex = "vpaName"
+
+	cleanupResync = time.Hour
+)
+
+// VPANameIndexFunc is the cache.IndexFunc of VPANameIndex.
+func VPANameIndexFunc(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	name, found := o.GetLabels()[vpa_alpha.VPANameLabel]
+	if !found {
+		return nil, nil
+	}
+	return []string{o.GetNamespace() + "/" + name}, nil
+}
+
+// CleanupStats is what one Cleanup did and left for later.
+type CleanupStats struct {
+	Deleted int // API deletes
+	Pending int // deletes left for the next calls
+}
+
+// Cleaner deletes the VerticalPodAutoscalerSlices and
+// VerticalPodAutoscalerCheckpointSlices of VPAs that no longer have scope
+// node: they would otherwise stay until the VPA is deleted (ownerReference).
+// It finds them in caches of their metadata (indexed by VPANameIndex), so
+// that a VPA without slices costs no API call.
+type Cleaner struct {
+	Client vpa_alpha_client.AutoscalingV1alpha1Interface
+	// Slices and CheckpointSlices hold the metadata of the objects of each
+	// kind, with the VPANameIndex.
+	Slices           cache.Indexer
+	CheckpointSlices cache.Indexer
+	// Synced tells whether both caches are filled; nil: they are.
+	Synced     cache.InformerSynced
+	MaxDeletes int
+}
+
+// NewCleaner returns a Cleaner over two metadata informers (in namespace, or
+// all namespaces when empty) of the objects that carry vpa_alpha.VPANameLabel,
+// and starts them. It does not wait for them: Cleanup does nothing until they
+// are synced.
+func NewCleaner(alphaClient vpa_alpha_client.AutoscalingV1alpha1Interface, metadataClient metadata.Interface, namespace string, stopCh <-chan struct{}) *Cleaner {
+	informer := func(resource string) cache.SharedIndexInformer {
+		informer := metadatainformer.NewFilteredMetadataInformer(metadataClient, vpa_alpha.SchemeGroupVersion.WithResource(resource), namespace,
+			cleanupResync, cache.Indexers{VPANameIndex: VPANameIndexFunc},
+			func(options *metav1.ListOptions) { options.LabelSelector = vpa_alpha.VPANameLabel }).Informer()
+		if err := informer.SetTransform(client.StripManagedFields); err != nil {
+			klog.ErrorS(err, "Cannot trim the cached metadata", "resource", resource)
+		}
+		go informer.Run(stopCh)
+		return informer
+	}
+	slices := informer("verticalpodautoscalerslices")
+	checkpointSlices := informer("verticalpodautoscalercheckpointslices")
+	return &Cleaner{
+		Client:           alphaClient,
+		Slices:           slices.GetIndexer(),
+		CheckpointSlices: checkpointSlices.GetIndexer(),
+		Synced: func() bool {
+			return slices.HasSynced() && checkpointSlices.HasSynced()
+		},
+		MaxDeletes: DefaultMaxCleanupDeletes,
+	}
+}
+
+type cleanupTarget struct {
+	checkpoint      bool
+	namespace, name string
+	uid             types.UID
+}
+
+// Cleanup deletes the slices and checkpoint slices of the given VPAs, which do
+// not have scope node, within MaxDeletes API deletes and the context's
+// deadline: the recommendation slices first, then the checkpoint slices, each
+// in the order of namespace and name. The rest waits for the next call.
+func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (CleanupStats, error) {
+	var stats CleanupStats
+	if len(vpas) == 0 || (c.Synced != nil && !c.Synced()) {
+		return stats, nil
+	}
+	var targets []cleanupTarget
+	for _, checkpoint := range []bool{false, true} {
+		indexer := c.Slices
+		if checkpoint {
+			indexer = c.CheckpointSlices
+		}
+		var found []cleanupTarget
+		for _, vpa := range vpas {
+			objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa.Name)
+			if err != nil {
+				return stats, err
+			}
+			for _, obj := range objs {
+				if o, err := meta.Accessor(obj); err == nil {
+					found = append(found, cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()})
+				}
+			}
+		}
+		sort.Slice(found, func(i, j int) bool {
+			if found[i].namespace != found[j].namespace {
+				return found[i].namespace < found[j].namespace
+			}
+			return found[i].name < found[j].name
+		})
+		targets = append(targets, found...)
+	}
+
+	var errs []error
+	for _, t := range targets {
+		if stats.Deleted >= c.MaxDeletes || ctx.Err() != nil {
+			stats.Pending++
+			continue
+		}
+		stats.Deleted++
+		options := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &t.uid}}
+		var err error
+		if t.checkpoint {
+			err = c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Delete(ctx, t.name, options)
+		} else {
+			err = c.Client.VerticalPodAutoscalerSlices(t.namespace).Delete(ctx, t.name, options)
+		}
+		// Not found: deleted already, the cache has not seen it yet.
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return stats, errors.Join(errs...)
+}
