@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -54,28 +55,46 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 	f.NamespacePodSecurityLevel = admissionapi.LevelBaseline
 	var node *v1.Node
 
-	ginkgo.BeforeEach(func(ctx context.Context) {
-		var err error
-		node, err = e2enode.GetRandomReadySchedulableNode(ctx, f.ClientSet)
-		framework.ExpectNoError(err)
-	})
-
-	// freeCPU is the node's allocatable cpu, in millicores, that no pod holds,
-	// once the pods of earlier tests are gone.
-	freeCPU := func(ctx context.Context) int64 {
+	// podsOnNode lists the node's pods once the pods of earlier tests are
+	// gone: those deleted, and those of namespaces being deleted, which the
+	// namespace controller deletes later.
+	podsOnNode := func(ctx context.Context) *v1.PodList {
 		var pods *v1.PodList
-		gomega.Eventually(ctx, func(ctx context.Context) (terminating []string, err error) {
+		gomega.Eventually(ctx, func(ctx context.Context) (leaving []string, err error) {
 			pods, err = f.ClientSet.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
 			if err != nil {
 				return nil, err
 			}
-			for _, pod := range pods.Items {
-				if pod.DeletionTimestamp != nil {
-					terminating = append(terminating, pod.Namespace+"/"+pod.Name)
+			namespaces, err := f.ClientSet.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			deleted := sets.New[string]()
+			for _, ns := range namespaces.Items {
+				if ns.DeletionTimestamp != nil {
+					deleted.Insert(ns.Name)
 				}
 			}
-			return terminating, nil
-		}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(gomega.BeEmpty(), "pods still terminating on the node")
+			for _, pod := range pods.Items {
+				if pod.DeletionTimestamp != nil || deleted.Has(pod.Namespace) {
+					leaving = append(leaving, pod.Namespace+"/"+pod.Name)
+				}
+			}
+			return leaving, nil
+		}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(gomega.BeEmpty(), "pods of earlier tests still on the node")
+		return pods
+	}
+
+	ginkgo.BeforeEach(func(ctx context.Context) {
+		var err error
+		node, err = e2enode.GetRandomReadySchedulableNode(ctx, f.ClientSet)
+		framework.ExpectNoError(err)
+		podsOnNode(ctx)
+	})
+
+	// freeCPU is the node's allocatable cpu, in millicores, that no pod holds.
+	freeCPU := func(ctx context.Context) int64 {
+		pods := podsOnNode(ctx)
 		free := node.Status.Allocatable.Cpu().MilliValue()
 		for i := range pods.Items {
 			pod := &pods.Items[i]
