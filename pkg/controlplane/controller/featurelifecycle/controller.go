@@ -103,15 +103,10 @@ type Controller struct {
 	retryAt map[string]time.Time
 	// waitUntil is when a task that is not done yet runs again: once a
 	// Recheck, whatever else queues the Feature (the periodic recheck of
-	// every Feature, reports, a task's own writes).
+	// every Feature, reports, the watch event of the pass's own write).
+	// Otherwise every pass of a waiting task would trigger the next at once
+	// and rewrite the Feature for every watcher.
 	waitUntil map[string]time.Time
-	// written is the resourceVersion of each Feature as this server last
-	// wrote its status. The pass that wrote it acted on it already and
-	// queued the next one, so the watch event of that write is not queued:
-	// otherwise every pass of a waiting task would trigger the next at
-	// once, and rewrite the Feature for every watcher, instead of once a
-	// Recheck.
-	written map[string]string
 	// members and leaders are the live apiservers and the leader of each
 	// Feature as last seen, for the leader change metric.
 	members string
@@ -141,7 +136,6 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		known:       map[string]featuregate.Feature{},
 		backoff:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 		retryAt:     map[string]time.Time{},
-		written:     map[string]string{},
 		waitUntil:   map[string]time.Time{},
 		leaders:     map[string]string{},
 	}
@@ -151,12 +145,8 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		}
 	}
 	_, _ = featureInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.enqueue(obj) },
-		UpdateFunc: func(_, obj any) {
-			if !c.ownWrite(obj) {
-				c.enqueue(obj)
-			}
-		},
+		AddFunc:    func(obj any) { c.enqueue(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
 		DeleteFunc: func(obj any) { c.enqueue(obj) },
 	})
 	_, _ = leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -379,23 +369,7 @@ func (c *Controller) writeStatus(ctx context.Context, f *featuresv1alpha1.Featur
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	if err == nil {
-		c.mu.Lock()
-		c.written[written.Name] = written.ResourceVersion
-		c.mu.Unlock()
-	}
 	return written, err
-}
-
-// ownWrite reports whether obj is a Feature as this server last wrote it.
-func (c *Controller) ownWrite(obj any) bool {
-	f, ok := obj.(*featuresv1alpha1.Feature)
-	if !ok {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.written[f.Name] == f.ResourceVersion
 }
 
 // syncUnknown keeps a Feature the binary does not know, after an upgrade

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
@@ -321,43 +319,6 @@ func TestWaitForUsesNamesWhoReportsTheOldValueWhileItWaits(t *testing.T) {
 	want := "WaitForUses: waiting until 2026-11-22T10:01:00Z for the components to report; reporting true so far: kubelet (node-1)"
 	if msg := condition(e.get("bar"), featuresv1alpha1.FeatureConditionTransitioning).Message; msg != want {
 		t.Errorf("Transitioning says %q, want %q", msg, want)
-	}
-}
-
-func TestOnlyOthersWritesQueueTheFeature(t *testing.T) {
-	task := &fakeTask{name: "PrepareFoo", applies: TurnOn}
-	registry := NewRegistry(NewWaitForUses(0))
-	registry.Register(foo, task)
-	e := newTestEnv(t, registry)
-	// As a real server, a new resourceVersion for every write.
-	var rv int
-	e.client.PrependReactor("update", "features", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		rv++
-		action.(clienttesting.UpdateAction).GetObject().(*featuresv1alpha1.Feature).ResourceVersion = strconv.Itoa(rv)
-		return false, nil, nil
-	})
-	e.sync("foo")
-	e.sync("foo")
-	e.set(foo, true)
-	e.sync("foo") // TurningOn; WaitForUses starts its (zero) wait
-	f := e.get("foo")
-	if !e.c.ownWrite(f) {
-		t.Errorf("the Feature as this server wrote it (resourceVersion %s) must not queue another pass", f.ResourceVersion)
-	}
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}}
-	reported, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "foo", f, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.c.ownWrite(reported) {
-		t.Error("a component's report must queue a pass")
-	}
-	// The write of a task that is done queues the Feature, for the next task.
-	e.refresh()
-	e.clock.Step(10 * time.Second)
-	e.sync("foo")
-	if f = e.get("foo"); taskNames(f) != "PrepareFoo" || e.c.ownWrite(f) {
-		t.Errorf("tasks %s; want PrepareFoo next, queued by the write", taskNames(f))
 	}
 }
 

@@ -91,19 +91,11 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	}
 	c.forgetFailures(updated.Name)
 	meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
-	written, err := c.writeStatus(ctx, updated)
-	if err != nil {
+	if _, err := c.writeStatus(ctx, updated); err != nil {
 		return 0, err
 	}
 	if result.Done {
-		if written != nil && len(written.Status.Tasks) > 0 {
-			// The next task runs on the event of this write, once the cache
-			// holds it: a pass queued now could run the done task again on
-			// the cached object.
-			c.mu.Lock()
-			delete(c.written, written.Name)
-			c.mu.Unlock()
-		}
+		// The next task, if any, runs on the watch event of this write.
 		return 0, nil
 	}
 	c.mu.Lock()
