@@ -136,16 +136,24 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		createAll(ctx, pods)
 
 		ginkgo.By("waiting for the pulls that got a slot to reach the registry")
+		// The pulls that got a slot reach the registry within moments of each
+		// other and hold their slots for the registry's delay (3 s): once no
+		// new pull has arrived for a second, the others wait for a slot.
 		var started, queued []string
-		gomega.Eventually(ctx, func() int {
+		var lastCount int
+		var lastChange time.Time
+		gomega.Eventually(ctx, func() bool {
 			started = started[:0]
 			for _, p := range pods {
 				if manifestRequests(refs[p.Name]) > 0 {
 					started = append(started, p.Name)
 				}
 			}
-			return len(started)
-		}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(gomega.BeNumerically(">", 0))
+			if len(started) != lastCount {
+				lastCount, lastChange = len(started), time.Now()
+			}
+			return len(started) > 0 && time.Since(lastChange) >= time.Second
+		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(gomega.BeTrueBecause("the pulls that got a slot reach the registry"))
 		for _, p := range pods {
 			if manifestRequests(refs[p.Name]) == 0 {
 				queued = append(queued, p.Name)
