@@ -22,8 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
 )
 
 // NodeScopeLabel is the label the model adds to the labels of a pod of a VPA
@@ -38,13 +38,10 @@ const NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
 // recommendation (the recommender's --node-scope-min-history).
 const DefaultMinNodeHistory = time.Hour
 
-// IsNodeScoped tells whether the VPA gets one recommendation per node: scope
-// node, a DaemonSet target and the gate on. The CRD and the admission webhook
-// allow scope node only for a DaemonSet target; the recommender checks it again
-// for clusters that run neither the current CRD nor the webhook.
+// IsNodeScoped tells whether the VPA gets one recommendation per node
+// (nodescope.NodeScoped).
 func (vpa *Vpa) IsNodeScoped() bool {
-	return vpa.Scope == vpa_types.ScopeNode && vpa.TargetRef != nil && vpa.TargetRef.Kind == "DaemonSet" &&
-		features.Enabled(features.DaemonSetNodeScope)
+	return nodescope.NodeScoped(vpa.Scope, vpa.TargetRef)
 }
 
 // ScopedPodLabels returns the labels under which the model keeps a pod: the

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
@@ -104,13 +105,21 @@ func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node s
 	return nil
 }
 
+// NodeScoped tells whether a VPA of the given scope and target gets one
+// recommendation per node: scope node, a DaemonSet target and the
+// DaemonSetNodeScope gate on. The CRD and the admission webhook allow scope
+// node only for a DaemonSet target; the components check it again for
+// clusters that run neither the current CRD nor the webhook.
+func NodeScoped(scope vpa_types.VerticalPodAutoscalerScope, target *autoscalingv1.CrossVersionObjectReference) bool {
+	return scope == vpa_types.ScopeNode && target != nil && target.Kind == "DaemonSet" && features.Enabled(features.DaemonSetNodeScope)
+}
+
 // ForPod returns the VPA as the pod sees it: for a VPA with scope node and a
 // DaemonSet target (and the gate on) whose slices hold an entry for the pod's
 // node, a copy whose status.recommendation is that node's; otherwise the VPA
 // itself, whose recommendation is the DaemonSet-wide one.
 func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
-	if vpa == nil || pod == nil || vpa.Spec.Scope != vpa_types.ScopeNode || vpa.Spec.TargetRef == nil || vpa.Spec.TargetRef.Kind != "DaemonSet" ||
-		!features.Enabled(features.DaemonSetNodeScope) {
+	if vpa == nil || pod == nil || !NodeScoped(vpa.Spec.Scope, vpa.Spec.TargetRef) {
 		return vpa
 	}
 	node := PodNode(pod)
