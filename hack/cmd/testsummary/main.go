@@ -1,9 +1,12 @@
 // Command testsummary reads `go test -json` streams (files or standard input) and
 // prints every failed test and a last line "N passed, N failed[, N skipped]". It exits
-// 1 when anything failed, including a package that failed to build.
+// 1 when anything failed, including a package that failed to build. A stream's
+// reruns (see rerun.go) are read with it: a test that passed on its rerun is listed
+// as flaky, right above the last line, and not counted as failed.
 //
 //	testsummary FILE...                     summarize
 //	testsummary record PKG NAME pass|fail   turn a check's output (stdin) into test events
+//	testsummary rerun -C DIR FILE -- GO TEST...  the flake rule: rerun FILE's failed upstream tests on their own
 //	testsummary junit FILE                  summarize a JUnit report (ginkgo's), not counting specs it skipped
 package main
 
@@ -29,19 +32,134 @@ type event struct {
 type counts struct {
 	passed, failed, skipped int
 	failures                []string
+	flaky                   []string
 }
 
-func (c *counts) read(r io.Reader) error {
-	// Output collected per package and test, to show with a failure.
-	output := map[string]*strings.Builder{}
-	testFailedIn := map[string]bool{}
+// readEvents reads a go test -json stream, leaving out lines that are not events
+// (build output and the like).
+func readEvents(r io.Reader) ([]event, error) {
+	var events []event
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	for sc.Scan() {
 		var e event
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Action == "" {
-			continue // build output and other non-JSON lines
+			continue
 		}
+		events = append(events, e)
+	}
+	return events, sc.Err()
+}
+
+func (c *counts) read(r io.Reader) error {
+	events, err := readEvents(r)
+	c.add(events)
+	return err
+}
+
+// readFile counts the stream in name together with its reruns (rerunName), if any:
+// a top-level test that failed and passed when rerun on its own counts as flaky, and
+// its rerun's results stand in for its first ones.
+func (c *counts) readFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	events, err := readEvents(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if r, err := os.Open(rerunName(name)); err == nil {
+		reruns, err := readEvents(r)
+		r.Close()
+		if err != nil {
+			return err
+		}
+		events = c.mergeReruns(events, reruns)
+	}
+	c.add(events)
+	return nil
+}
+
+// mergeReruns replaces the events of each top-level test that failed in first and
+// passed in reruns by its rerun's events, and records it as flaky.
+func (c *counts) mergeReruns(first, reruns []event) []event {
+	type test struct{ pkg, root string }
+	failed, passed, flaky := map[test]bool{}, map[test]bool{}, map[test]bool{}
+	for _, e := range first {
+		if e.Action == "fail" && e.Test != "" {
+			failed[test{e.Package, rootTest(e.Test)}] = true
+		}
+	}
+	for _, e := range reruns {
+		if e.Action == "pass" && e.Test != "" && e.Test == rootTest(e.Test) {
+			passed[test{e.Package, e.Test}] = true
+		}
+	}
+	for t := range failed {
+		if passed[t] {
+			flaky[t] = true
+		}
+	}
+	if len(flaky) == 0 {
+		return first
+	}
+	output := map[test]*strings.Builder{}
+	stillFailing := map[string]bool{}
+	var merged []event
+	for _, e := range first {
+		t := test{e.Package, rootTest(e.Test)}
+		if e.Test != "" && flaky[t] {
+			if e.Action == "output" {
+				if output[t] == nil {
+					output[t] = &strings.Builder{}
+				}
+				if output[t].Len() < 8192 {
+					output[t].WriteString(e.Output)
+				}
+			}
+			continue
+		}
+		if e.Action == "fail" && e.Test != "" {
+			stillFailing[e.Package] = true
+		}
+		merged = append(merged, e)
+	}
+	// The package failed because of its flaky tests alone: its own fail event goes too.
+	flakyPkg := map[string]bool{}
+	for t := range flaky {
+		flakyPkg[t.pkg] = true
+	}
+	kept := merged[:0]
+	for _, e := range merged {
+		if e.Action == "fail" && e.Test == "" && flakyPkg[e.Package] && !stillFailing[e.Package] {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	for _, e := range reruns {
+		if e.Test != "" && flaky[test{e.Package, rootTest(e.Test)}] {
+			kept = append(kept, e)
+		}
+	}
+	var names []test
+	for t := range flaky {
+		names = append(names, t)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].pkg+" "+names[i].root < names[j].pkg+" "+names[j].root })
+	for _, t := range names {
+		c.flaky = append(c.flaky, fmt.Sprintf("--- FLAKY: %s %s (failed, then passed when rerun on its own)\n%s", t.pkg, t.root, text(output[t])))
+	}
+	return kept
+}
+
+// add counts the events of one stream.
+func (c *counts) add(events []event) {
+	// Output collected per package and test, to show with a failure.
+	output := map[string]*strings.Builder{}
+	testFailedIn := map[string]bool{}
+	for _, e := range events {
 		key := e.Package + " " + e.Test
 		switch e.Action {
 		case "output":
@@ -73,7 +191,6 @@ func (c *counts) read(r io.Reader) error {
 			}
 		}
 	}
-	return sc.Err()
 }
 
 func text(b *strings.Builder) string {
@@ -158,6 +275,17 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "rerun" {
+		if len(os.Args) < 7 || os.Args[2] != "-C" || os.Args[5] != "--" {
+			fmt.Fprintln(os.Stderr, "testsummary: usage: testsummary rerun -C DIR FILE -- go test FLAGS...")
+			os.Exit(2)
+		}
+		if err := rerun(os.Stdout, os.Args[3], os.Args[4], os.Args[6:]); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary: rerun:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	var c counts
 	if len(os.Args) == 1 {
 		if err := c.read(os.Stdin); err != nil {
@@ -168,14 +296,7 @@ func main() {
 	files := os.Args[1:]
 	sort.Strings(files)
 	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", err)
-			os.Exit(2)
-		}
-		err = c.read(f)
-		f.Close()
-		if err != nil {
+		if err := c.readFile(name); err != nil {
 			fmt.Fprintln(os.Stderr, "testsummary:", name+":", err)
 			os.Exit(2)
 		}
@@ -187,6 +308,12 @@ func main() {
 func (c *counts) print() {
 	for _, f := range c.failures {
 		fmt.Print(f)
+	}
+	for _, f := range c.flaky {
+		fmt.Print(f)
+	}
+	if len(c.flaky) > 0 {
+		fmt.Printf("%d flaky: upstream tests that failed, then passed when rerun on their own (not counted as failed)\n", len(c.flaky))
 	}
 	line := fmt.Sprintf("%d passed, %d failed", c.passed, c.failed)
 	if c.skipped > 0 {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,5 +65,151 @@ func TestJUnitLeavesUnselectedSpecsOut(t *testing.T) {
 	}
 	if c.passed != 1 || c.failed != 1 || c.skipped != 0 || !strings.Contains(strings.Join(c.failures, ""), "timed out") {
 		t.Errorf("got %+v", c)
+	}
+}
+
+// fixtureRepo makes a git repository whose first commit plays pristine upstream and
+// whose second plays the series: it adds a test and changes an upstream one. Every
+// test named *Flaky fails on its first run and passes after (marks in FIXTURE_MARKS).
+func fixtureRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, src string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	write("go.mod", "module example.com/fixture\n\ngo 1.22\n")
+	write("helper_test.go", `package fixture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func failOnce(t *testing.T) {
+	mark := filepath.Join(os.Getenv("FIXTURE_MARKS"), strings.ReplaceAll(t.Name(), "/", "_"))
+	if _, err := os.Stat(mark); err != nil {
+		os.WriteFile(mark, nil, 0o644)
+		t.Fatal("first run")
+	}
+}
+`)
+	write("upstream_test.go", `package fixture
+
+import "testing"
+
+func TestUpstreamFlaky(t *testing.T) {
+	t.Run("sub", func(t *testing.T) { failOnce(t) })
+}
+
+func TestUpstreamBroken(t *testing.T) { t.Fatal("always") }
+
+func TestUpstreamChangedFlaky(t *testing.T) { failOnce(t) }
+
+func TestUpstreamStable(t *testing.T) {}
+`)
+	run("git", "init", "-q")
+	run("git", "add", ".")
+	run("git", "commit", "-q", "-m", "pristine")
+	write("upstream_test.go", `package fixture
+
+import "testing"
+
+func TestUpstreamFlaky(t *testing.T) {
+	t.Run("sub", func(t *testing.T) { failOnce(t) })
+}
+
+func TestUpstreamBroken(t *testing.T) { t.Fatal("always") }
+
+func TestUpstreamChangedFlaky(t *testing.T) {
+	// changed by the series
+	failOnce(t)
+}
+
+func TestUpstreamStable(t *testing.T) {}
+`)
+	write("ours_test.go", `package fixture
+
+import "testing"
+
+func TestOursFlaky(t *testing.T) { failOnce(t) }
+`)
+	run("git", "add", ".")
+	run("git", "commit", "-q", "-m", "series")
+	return dir
+}
+
+func TestFlakeRule(t *testing.T) {
+	dir := fixtureRepo(t)
+	t.Setenv("FIXTURE_MARKS", t.TempDir())
+	t.Setenv("GOWORK", "off")
+	t.Setenv("GOFLAGS", "-mod=mod")
+	goTest := []string{"go", "test", "-count=1", "-json"}
+	stream := filepath.Join(t.TempDir(), "fixture.json")
+	out, _ := exec.Command("bash", "-c", `cd "$1" && shift && "$@" ./...`, "-", dir, "go", "test", "-count=1", "-json").CombinedOutput()
+	if err := os.WriteFile(stream, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	if err := rerun(&log, dir, stream, goTest); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rerun:\n%s", log.String())
+	reruns, err := os.ReadFile(rerunName(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range []string{"TestOursFlaky", "TestUpstreamChangedFlaky"} {
+		if strings.Contains(string(reruns), own) {
+			t.Errorf("the project's own test %s was rerun", own)
+		}
+		if !strings.Contains(log.String(), "not rerun (the project's own test): example.com/fixture "+own) {
+			t.Errorf("no word that %s is the project's own", own)
+		}
+	}
+	var c counts
+	if err := c.readFile(stream); err != nil {
+		t.Fatal(err)
+	}
+	// Passed: TestUpstreamStable, then TestUpstreamFlaky and its subtest on the rerun.
+	// Failed: both of ours and TestUpstreamBroken (twice), and nothing for the package.
+	if c.passed != 3 || c.failed != 3 || len(c.flaky) != 1 {
+		t.Errorf("got %d passed, %d failed, %d flaky; want 3, 3, 1\nfailures:\n%s", c.passed, c.failed, len(c.flaky), strings.Join(c.failures, ""))
+	}
+	if len(c.flaky) == 1 && !strings.HasPrefix(c.flaky[0], "--- FLAKY: example.com/fixture TestUpstreamFlaky ") {
+		t.Errorf("flaky: %s", c.flaky[0])
+	}
+	for _, want := range []string{"TestOursFlaky", "TestUpstreamChangedFlaky", "TestUpstreamBroken"} {
+		if !strings.Contains(strings.Join(c.failures, ""), "--- FAIL: example.com/fixture "+want) {
+			t.Errorf("%s is not among the failures", want)
+		}
+	}
+}
+
+func TestCrashedPackagesAreNotRerun(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"Action":"fail","Package":"example.io/a","Test":"TestA"}`,
+		`{"Action":"output","Package":"example.io/b","Test":"TestB","Output":"panic: boom\n"}`,
+		`{"Action":"fail","Package":"example.io/b","Test":"TestB"}`,
+		`{"Action":"output","Package":"example.io/c","Output":"panic: test timed out after 10m0s\n"}`,
+		`{"Action":"fail","Package":"example.io/c","Test":"TestC/sub"}`,
+	}, "\n")
+	got, err := failedRoots(strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got["example.io/a"]) != 1 || got["example.io/a"][0] != "TestA" {
+		t.Errorf("got %v, want only example.io/a TestA", got)
 	}
 }
