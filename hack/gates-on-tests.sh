@@ -49,5 +49,4 @@ skip=$(printf '%s\n' "${dirs[@]}" | while read -r dir; do
 done | sort -u | paste -sd'|' -)
 skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapClusterRoles)\$"
 echo "left out: $skip"
-cd "$tree"
-go test -count=1 -json -skip "$skip" -overlay "$tmp/overlay.json" "$@" >"$json" 2>&1
+gotest "$tree" "$json" -skip "$skip" -overlay "$tmp/overlay.json" -- "$@"

@@ -9,6 +9,20 @@ tools() {
   (cd "$ROOT" && go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary)
 }
 
+# gotest DIR OUT.json FLAGS... -- PKGS...: go test -json of PKGS in the tree at DIR into
+# OUT.json, then the flake rule (README): every failed upstream test is rerun once on
+# its own with the same flags and environment (testsummary rerun). go test's own vet
+# is off: verify runs go vet with every analyzer over the same packages, and go
+# test's subset would type-check every dependency again (once more under -race).
+gotest() {
+  local dir=$1 out=$2 flags=(-count=1 -json -vet=off)
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  (cd "$dir" && go test "${flags[@]}" "$@") >"$out" 2>&1 || : # the summary tells
+  "$SUMMARY" rerun -C "$dir" "$out" -- go test "${flags[@]}"
+}
+
 # check NAME CMD...: runs one check, prints its verdict (and its output when it
 # fails) and, when CHECKS_JSON is set, records it there as a test event.
 FAILED_CHECKS=0

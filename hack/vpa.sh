@@ -101,7 +101,7 @@ gates_off() {
   mkdir -p "$dest"
   pkgs=$("$SERIES" touched autoscaler)
   echo "== unit tests: autoscaler, gates at their defaults ($(wc -w <<<"$pkgs") packages)"
-  (cd "$TREE" && go test -count=1 -json $pkgs) >"$dest/autoscaler-gates-off.json" 2>&1 || :
+  gotest "$TREE" "$dest/autoscaler-gates-off.json" -- $pkgs
   "$SUMMARY" "$dest/autoscaler-gates-off.json" | tail -n 1
 }
 
@@ -130,7 +130,7 @@ gates_on() {
   echo "{\"Replace\":{$overlay}}" >"$tmp/overlay.json"
   skip=$(sort -u "$tmp/skip" | paste -sd'|' -)
   [ -z "$skip" ] || echo "left out (they emulate an older VPA release): $skip"
-  (cd "$TREE" && go test -count=1 -json ${skip:+-skip "^($skip)\$"} -overlay "$tmp/overlay.json" $pkgs) >"$dest/autoscaler-gates-on.json" 2>&1 || :
+  gotest "$TREE" "$dest/autoscaler-gates-on.json" ${skip:+-skip "^($skip)\$"} -overlay "$tmp/overlay.json" -- $pkgs
   "$SUMMARY" "$dest/autoscaler-gates-on.json" | tail -n 1
 }
 
