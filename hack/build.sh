@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Builds the patched Kubernetes binaries with upstream's own `make WHAT=...` in the
 # materialized tree and collects them in _output/bin.
+#
+# hack/build.sh --test-flags (make test's cluster smoke) builds the same code with go
+# test's flags instead of upstream's release flags (-trimpath and the
+# selinux,notest,grpcnotrace tags), so that the build cache the tests filled serves it
+# rather than a third compile of the whole graph; the version is stamped by
+# upstream's own kube::version::ldflags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,14 +31,19 @@ done
 version=$("$ROOT/_output/tools/series" version)
 state=clean
 [[ $version == *.dirty ]] && state=dirty
-echo "building $WHAT at $version"
-# FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.
-make -C "$TREE" WHAT="$WHAT" FORCE_HOST_GO=y KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state"
-
 mkdir -p "$ROOT/_output/bin"
-for pkg in $WHAT; do
-  bin=$(basename "$pkg")
-  cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$ROOT/_output/bin/$bin"
-done
+if [ "${1:-}" = --test-flags ]; then
+  echo "building $WHAT at $version with go test's flags"
+  ldflags=$(cd "$TREE" && KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state" bash -c 'source hack/lib/init.sh && kube::version::ldflags')
+  (cd "$TREE" && go build -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
+else
+  echo "building $WHAT at $version"
+  # FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.
+  make -C "$TREE" WHAT="$WHAT" FORCE_HOST_GO=y KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state"
+  for pkg in $WHAT; do
+    bin=$(basename "$pkg")
+    cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$ROOT/_output/bin/$bin"
+  done
+fi
 echo "$version" >"$ROOT/_output/bin/VERSION"
 echo "binaries in _output/bin: $(cd "$ROOT/_output/bin" && echo *)"

@@ -135,7 +135,7 @@ benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 integration_tests kubernetes "$OUT/kubernetes"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
-if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh &&
+if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh --test-flags &&
   go build -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
   go test -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1

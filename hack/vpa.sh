@@ -12,7 +12,7 @@
 #                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
 #                    and autoscaler-gates-on.json
 #   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
-#   e2e [JSON]       build, then the end-to-end test of per-node recommendations on the
+#   e2e [JSON]       build (with go test's flags), then the end-to-end test of per-node recommendations on the
 #                    local cluster with two nodes and metrics-server (make vpa-e2e, root):
 #                    hack/internal/cluster/vpa_e2e_test.go; go test -json into JSON if given
 set -euo pipefail
@@ -56,14 +56,19 @@ crds() {
   echo "CRD manifests in $VPAOUT/crds: $(cd "$VPAOUT/crds" && echo *)"
 }
 
+# build [--test-flags]: as the components' Makefiles (CGO_ENABLED=0, -s), with the
+# commit in the version; --test-flags (the end-to-end test) builds with go test's
+# flags instead, so that the build cache the unit tests filled serves it.
 build() {
-  local commit
+  local commit env=(CGO_ENABLED=0) ldflags=-s
   commit=$(git -C "$TREE" rev-parse HEAD)
   [ -z "$(git -C "$TREE" status --porcelain)" ] || commit+=-dirty
+  if [ "${1:-}" = --test-flags ]; then
+    env=() ldflags=
+  fi
   mkdir -p "$VPAOUT/bin"
   for c in recommender updater admission-controller; do
-    # As the components' Makefiles (CGO_ENABLED=0, -s), with the commit in the version.
-    (cd "$TREE" && CGO_ENABLED=0 go build -ldflags "-s -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
+    (cd "$TREE" && env "${env[@]}" go build -ldflags "$ldflags -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
       -o "$VPAOUT/bin/$c" "./pkg/$c")
   done
   echo "binaries in $VPAOUT/bin: $(cd "$VPAOUT/bin" && echo *) (tree commit $commit)"
@@ -139,6 +144,6 @@ case ${1:-build} in
   crds) tree && crds ;;
   test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
   gates-on) tree && gates_on "${2:-}" ;;
-  e2e) tree && build && crds && metrics_server && e2e "${2:-}" ;;
+  e2e) tree && build --test-flags && crds && metrics_server && e2e "${2:-}" ;;
   *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]]" >&2; exit 2 ;;
 esac
