@@ -51,6 +51,15 @@ func readEvents(r io.Reader) ([]event, error) {
 	return events, sc.Err()
 }
 
+func readEventsFile(name string) ([]event, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readEvents(f)
+}
+
 func (c *counts) read(r io.Reader) error {
 	events, err := readEvents(r)
 	c.add(events)
@@ -61,18 +70,12 @@ func (c *counts) read(r io.Reader) error {
 // a top-level test that failed and passed when rerun on its own counts as flaky, and
 // its rerun's results stand in for its first ones.
 func (c *counts) readFile(name string) error {
-	f, err := os.Open(name)
+	events, err := readEventsFile(name)
 	if err != nil {
 		return err
 	}
-	events, err := readEvents(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if r, err := os.Open(rerunName(name)); err == nil {
-		reruns, err := readEvents(r)
-		r.Close()
+	if _, err := os.Stat(rerunName(name)); err == nil {
+		reruns, err := readEventsFile(rerunName(name))
 		if err != nil {
 			return err
 		}

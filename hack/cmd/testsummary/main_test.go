@@ -205,10 +205,11 @@ func TestCrashedPackagesAreNotRerun(t *testing.T) {
 		`{"Action":"output","Package":"example.io/c","Output":"panic: test timed out after 10m0s\n"}`,
 		`{"Action":"fail","Package":"example.io/c","Test":"TestC/sub"}`,
 	}, "\n")
-	got, err := failedRoots(strings.NewReader(stream))
+	events, err := readEvents(strings.NewReader(stream))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := failedRoots(events)
 	if len(got) != 1 || len(got["example.io/a"]) != 1 || got["example.io/a"][0] != "TestA" {
 		t.Errorf("got %v, want only example.io/a TestA", got)
 	}

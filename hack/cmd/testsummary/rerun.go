@@ -37,14 +37,10 @@ func rootTest(name string) string {
 	return root
 }
 
-// failedRoots reads a go test -json stream and returns, per package, the top-level
-// tests that failed, leaving out packages whose test binary crashed (a panic or a
+// failedRoots returns, per package, the top-level tests of a go test -json stream
+// that failed, leaving out packages whose test binary crashed (a panic or a
 // timeout ends the tests after it, which a rerun of one test would not run).
-func failedRoots(r io.Reader) (map[string][]string, error) {
-	events, err := readEvents(r)
-	if err != nil {
-		return nil, err
-	}
+func failedRoots(events []event) map[string][]string {
 	failed := map[string]map[string]bool{}
 	crashed := map[string]bool{}
 	for _, e := range events {
@@ -68,7 +64,7 @@ func failedRoots(r io.Reader) (map[string][]string, error) {
 		}
 		sort.Strings(out[pkg])
 	}
-	return out, nil
+	return out
 }
 
 // tree answers which tests of a git work tree are upstream's.
@@ -193,15 +189,11 @@ func testFuncSource(name string, read func() (map[string][]byte, error)) ([]byte
 // packages) in dir, and writes the reruns' streams to rerunName(name). It reports
 // what it did on w.
 func rerun(w io.Writer, dir, name string, goTest []string) error {
-	f, err := os.Open(name)
+	events, err := readEventsFile(name)
 	if err != nil {
 		return err
 	}
-	failed, err := failedRoots(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
+	failed := failedRoots(events)
 	os.Remove(rerunName(name))
 	if len(failed) == 0 {
 		return nil
