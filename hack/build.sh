@@ -2,11 +2,12 @@
 # Builds the patched Kubernetes binaries with upstream's own `make WHAT=...` in the
 # materialized tree and collects them in _output/bin.
 #
-# hack/build.sh --test-flags (make test's cluster smoke) builds the same code with go
-# test's flags instead of upstream's release flags (-trimpath and the
-# selinux,notest,grpcnotrace tags), so that the build cache the tests filled serves it
-# rather than a third compile of the whole graph; the version is stamped by
-# upstream's own kube::version::ldflags.
+# hack/build.sh --test-flags (make test's cluster smoke) builds the same code with
+# make test's go test flags (-race) instead of upstream's release flags (-trimpath and
+# the selinux,notest,grpcnotrace tags), so that the build cache the tests filled
+# serves it rather than another compile of the whole graph, and the cluster runs
+# under the race detector; the version is stamped by upstream's own
+# kube::version::ldflags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,9 +34,9 @@ state=clean
 [[ $version == *.dirty ]] && state=dirty
 mkdir -p "$ROOT/_output/bin"
 if [ "${1:-}" = --test-flags ]; then
-  echo "building $WHAT at $version with go test's flags"
+  echo "building $WHAT at $version with make test's go test flags (-race)"
   ldflags=$(cd "$TREE" && KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state" bash -c 'source hack/lib/init.sh && kube::version::ldflags')
-  (cd "$TREE" && go build -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
+  (cd "$TREE" && go build -race -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
 else
   echo "building $WHAT at $version"
   # FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.

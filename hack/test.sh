@@ -12,38 +12,38 @@ tools || exit 1
 rm -rf "$TESTOUT" && mkdir -p "$TESTOUT"
 start=$SECONDS
 
+# The Debian packages of the integration tests and the cluster steps (etcd,
+# containerd, ...) install in the background while verify compiles: apt spends its
+# time downloading, not on the CPU. As root only, as those steps.
+packages_pid=
+if [ "$(id -u)" = 0 ] && go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
+  "$OUT/tools/cluster" packages >"$TESTOUT/packages.log" 2>&1 &
+  packages_pid=$!
+fi
+# wait_packages: the background install is done (a failure shows here; the steps that
+# need the packages then try again and say what is missing).
+wait_packages() {
+  [ -n "$packages_pid" ] || return 0
+  wait "$packages_pid" || { echo "installing Debian packages failed:"; tail -n 20 "$TESTOUT/packages.log"; }
+  packages_pid=
+}
+
 echo "== verify"
 CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 
 echo "== unit tests: this project's tools (race)"
 # Never rerun (the flake rule is for upstream tests); vetted by verify.
-go test -race -count=1 -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
+go test -race -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
 # unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree, but those under
-# test/integration/, which need etcd (see integration_tests): the project's own
-# packages that have tests with -race, the rest without (a package with no test
-# files only compiles, which needs no race build of its dependencies).
+# test/integration/, which need etcd (see integration_tests), with -race (gotest).
 unit_tests() {
-  local up=$1 dir=$2 own all p race=() rest=()
-  own=$("$SERIES" touched -own "$up") && all=$("$SERIES" touched "$up") || { echo "no tree for $up"; return 1; }
-  for p in $all; do
-    case $p in ./test/integration/*) continue ;; esac
-    if grep -qxF "$p" <<<"$own" && compgen -G "$dir/$p/*_test.go" >/dev/null; then
-      race+=("$p")
-    else
-      rest+=("$p")
-    fi
-  done
-  echo "== unit tests: $up (${#race[@]} packages of ours with -race, ${#rest[@]} other packages)"
-  if [ ${#race[@]} -gt 0 ]; then
-    gotest "$dir" "$TESTOUT/$up-own.json" -race -- "${race[@]}"
-    "$SUMMARY" "$TESTOUT/$up-own.json" | tail -n 1
-  fi
-  if [ ${#rest[@]} -gt 0 ]; then
-    gotest "$dir" "$TESTOUT/$up-upstream.json" -- "${rest[@]}"
-    "$SUMMARY" "$TESTOUT/$up-upstream.json" | tail -n 1
-  fi
+  local up=$1 dir=$2 pkgs
+  pkgs=$("$SERIES" touched "$up" | grep -v '^\./test/integration/') || { echo "no tree for $up"; return 1; }
+  echo "== unit tests: $up ($(wc -w <<<"$pkgs") packages, -race)"
+  gotest "$dir" "$TESTOUT/$up-unit.json" -- $pkgs
+  "$SUMMARY" "$TESTOUT/$up-unit.json" | tail -n 1
 }
 # benchmarks UPSTREAM MODULE_DIR: the benchmarks this project adds, run once each, so
 # that they keep working (their numbers are measured with longer runs, see docs/).
@@ -55,7 +55,7 @@ benchmarks() {
   done
   [ ${#pkgs[@]} -gt 0 ] || return 0
   CHECKS_JSON=$TESTOUT/$up-benchmarks.json CHECKS_PKG=benchmarks \
-    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test -vet=off -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
+    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test -race -vet=off -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
 }
 # gates_on_tests: the Kubernetes packages of the series once more, with every
 # feature gate the series adds turned on (the unit tests run them at their defaults).
@@ -120,7 +120,7 @@ integration_tests() {
     return 1
   fi
   trap stop_etcd EXIT
-  KUBE_INTEGRATION_ETCD_URL=$ETCD_URL gotest "$dir" "$out" -timeout 20m -- $pkgs
+  KUBE_INTEGRATION_ETCD_URL=$ETCD_URL gotest "$dir" "$out" -count=1 -timeout 20m -- $pkgs
   stop_etcd
   trap - EXIT
   "$SUMMARY" "$out" | tail -n 1
@@ -132,12 +132,13 @@ benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 hack/vpa.sh gates-on "$TESTOUT"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+wait_packages
 integration_tests kubernetes "$OUT/kubernetes"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
 if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh --test-flags &&
-  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
-  go test -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
+  go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
+  go test -race -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
 fi
 

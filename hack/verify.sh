@@ -11,12 +11,14 @@ vet_tree() {
   local up=$1 dir=$2 pkgs
   pkgs=$("$SERIES" touched "$up") || return 1
   [ -z "$pkgs" ] && { echo "the series changes no Go package of $up"; return 0; }
-  (cd "$dir" && go vet $pkgs)
+  (cd "$dir" && go vet -race $pkgs)
 }
 
 check gofmt-hack gofmt_hack
-check vet-hack go vet ./hack/...
-check vet-hack-smoke go vet -tags smoke,vpae2e ./hack/internal/cluster
+# go vet compiles what it checks and its dependencies; -race as the tests, so that they
+# reuse those compiles (docs/testing.md). One run with the cluster tests' tags: vet's
+# results for the dependencies depend on the tags, so a second run would redo them.
+check vet-hack go vet -race -tags smoke,vpae2e ./hack/...
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree
@@ -27,11 +29,12 @@ check vpa-crds hack/vpa.sh crds
 
 # The protobuf code the series carries (the API types' generated.pb.go and the gRPC
 # bindings) is what upstream's generators make of it (run in a scratch clone, so the
-# tree itself is never touched).
+# tree itself is never touched). The clone's path is fixed: the generators' builds and
+# package loads are cached by path, so a fixed one lets the next run reuse them.
 verify_protobuf() {
-  local work status
-  work=$(mktemp -d)
-  git clone -q --shared "$OUT/kubernetes" "$work/kubernetes" &&
+  local work=$OUT/verify-protobuf status
+  rm -rf "$work" && mkdir -p "$work" &&
+    git clone -q --shared "$OUT/kubernetes" "$work/kubernetes" &&
     TREE=$work/kubernetes hack/in-tree.sh hack/update-codegen.sh protobuf protobindings >"$work/log" 2>&1 ||
     { tail -n 20 "$work/log"; rm -rf "$work"; return 1; }
   status=$(git -C "$work/kubernetes" status --porcelain)

@@ -57,18 +57,19 @@ crds() {
 }
 
 # build [--test-flags]: as the components' Makefiles (CGO_ENABLED=0, -s), with the
-# commit in the version; --test-flags (the end-to-end test) builds with go test's
-# flags instead, so that the build cache the unit tests filled serves it.
+# commit in the version; --test-flags (the end-to-end test) builds with make test's
+# go test flags instead (-race, cgo), so that the build cache the unit tests filled
+# serves it, and the end-to-end test runs under the race detector.
 build() {
-  local commit env=(CGO_ENABLED=0) ldflags=-s
+  local commit env=(CGO_ENABLED=0) ldflags=-s race=()
   commit=$(git -C "$TREE" rev-parse HEAD)
   [ -z "$(git -C "$TREE" status --porcelain)" ] || commit+=-dirty
   if [ "${1:-}" = --test-flags ]; then
-    env=() ldflags=
+    env=() ldflags= race=(-race)
   fi
   mkdir -p "$VPAOUT/bin"
   for c in recommender updater admission-controller; do
-    (cd "$TREE" && env "${env[@]}" go build -ldflags "$ldflags -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
+    (cd "$TREE" && env "${env[@]}" go build "${race[@]}" -ldflags "$ldflags -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
       -o "$VPAOUT/bin/$c" "./pkg/$c")
   done
   echo "binaries in $VPAOUT/bin: $(cd "$VPAOUT/bin" && echo *) (tree commit $commit)"
@@ -87,8 +88,8 @@ metrics_server() {
 # local cluster (it brings the cluster up with two nodes if needed, and down again);
 # with JSON, go test -json output goes there (make test).
 e2e() {
-  local run=(go test -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
-  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+  local run=(go test -race -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
+  go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster
   if [ -n "${1:-}" ]; then
     "${run[@]}" -json >"$1" 2>&1
   else

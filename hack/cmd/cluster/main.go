@@ -5,6 +5,8 @@
 //	cluster down    stop what up started and remove its mounts and network devices
 //	cluster status  say what runs and what is left on the machine
 //	cluster slow-registry  serve the local registry slowly on 127.0.0.1:5001 (up starts it)
+//	cluster packages  install the Debian packages up needs that are missing (up does it
+//	                too; make test runs it early, in the background)
 package main
 
 import (
@@ -21,7 +23,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages")
 		os.Exit(2)
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
@@ -29,7 +31,7 @@ func main() {
 	if os.Args[1] == "up" {
 		upFlags.Parse(os.Args[2:])
 	} else if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages")
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -52,12 +54,14 @@ func main() {
 		err = c.Down(ctx)
 	case "slow-registry":
 		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).Serve(ctx, cluster.SlowRegistryAddr)
+	case "packages":
+		err = cluster.InstallPackages(os.Stdout)
 	case "status":
 		for _, l := range c.Leftovers() {
 			fmt.Println(l)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (up, down, status)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -32,7 +32,7 @@ commands:
   patches [-o DIR]         export the series as format-patch files (default _output/patches)
   roundtrip                check that the export applies to pristine upstream and yields the tree
   check                    check pins, overlay claims and the gofmt of overlay files
-  touched [-own] UPSTREAM  list the Go packages the series changes (-own: that it adds files to)
+  touched UPSTREAM         list the Go packages the series changes
   version                  print the kubernetes version string (v1.X.Y-carry.N+COMMIT)
   pin -k8s V [-vpa V]      pin another upstream release in go.mod and go.sum
 `
@@ -234,19 +234,15 @@ func run(root, cmd string, args []string) error {
 		return nil
 
 	case "touched":
-		own := fs.Bool("own", false, "only packages with files the series adds")
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		ts, err := trees(fs.Args())
+		ts, err := trees(args)
 		if err != nil || len(ts) != 1 {
-			return fmt.Errorf("name one upstream: series touched [-own] kubernetes|autoscaler")
+			return fmt.Errorf("name one upstream: series touched kubernetes|autoscaler")
 		}
 		st, err := ts[0].LoadState()
 		if err != nil || st == nil {
 			return fmt.Errorf("no tree for %s; run 'make tree' first", ts[0].Up.Name)
 		}
-		dirs, err := ts[0].TouchedPackages(st, *own)
+		dirs, err := ts[0].TouchedPackages(st)
 		if err != nil {
 			return err
 		}

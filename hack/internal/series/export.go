@@ -92,9 +92,8 @@ func (t *Tree) RoundTrip(st *State, work string) error {
 }
 
 // TouchedPackages lists the Go package directories the series changes, relative to
-// the upstream module's root ("./pkg/kubelet/images"). With own, only directories
-// holding files the series adds: this project's own code, tested with the race detector.
-func (t *Tree) TouchedPackages(st *State, own bool) ([]string, error) {
+// the upstream module's root ("./pkg/kubelet/images").
+func (t *Tree) TouchedPackages(st *State) ([]string, error) {
 	changes, err := t.git().diffTrees(st.BaseCommit, st.Tip())
 	if err != nil {
 		return nil, err
@@ -102,7 +101,7 @@ func (t *Tree) TouchedPackages(st *State, own bool) ([]string, error) {
 	seen := map[string]bool{}
 	var dirs []string
 	for _, c := range changes {
-		if c.Status == 'D' || !strings.HasSuffix(c.Path, ".go") || (own && c.Status != 'A') {
+		if c.Status == 'D' || !strings.HasSuffix(c.Path, ".go") {
 			continue
 		}
 		dir := filepath.ToSlash(filepath.Dir(c.Path))

@@ -408,16 +408,12 @@ func TestRepositoryPinsAreConsistent(t *testing.T) {
 func TestTouchedPackages(t *testing.T) {
 	f := newFixture(t)
 	st := f.sync(t)
-	all, err := f.tree.TouchedPackages(st, false)
+	all, err := f.tree.TouchedPackages(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(all, " ") != "./pkg/a ./pkg/b" {
 		t.Errorf("touched: %v", all)
-	}
-	own, _ := f.tree.TouchedPackages(st, true)
-	if strings.Join(own, " ") != "./pkg/b" {
-		t.Errorf("own: %v", own)
 	}
 }
 
