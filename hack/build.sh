@@ -3,15 +3,15 @@
 # materialized tree and collects them in _output/bin.
 #
 # hack/build.sh --test-flags (make test's cluster smoke) builds the same code with
-# make test's go test flags (-race) instead of upstream's release flags (-trimpath and
+# make test's go test flags (TEST_BUILD_FLAGS in lib.sh) instead of upstream's release flags (-trimpath and
 # the selinux,notest,grpcnotrace tags), so that the build cache the tests filled
 # serves it rather than another compile of the whole graph, and the cluster runs
 # under the race detector; the version is stamped by upstream's own
 # kube::version::ldflags.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-TREE=$ROOT/_output/kubernetes
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+TREE=$OUT/kubernetes
 WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl cmd/kubectl-balloon}
 
 # Share the module and build caches with every other go command here (upstream would
@@ -34,9 +34,9 @@ state=clean
 [[ $version == *.dirty ]] && state=dirty
 mkdir -p "$ROOT/_output/bin"
 if [ "${1:-}" = --test-flags ]; then
-  echo "building $WHAT at $version with make test's go test flags (-race)"
+  echo "building $WHAT at $version with make test's go test flags (${TEST_BUILD_FLAGS[*]})"
   ldflags=$(cd "$TREE" && KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state" bash -c 'source hack/lib/init.sh && kube::version::ldflags')
-  (cd "$TREE" && go build -race -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
+  (cd "$TREE" && go build "${TEST_BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
 else
   echo "building $WHAT at $version"
   # FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.

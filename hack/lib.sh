@@ -9,16 +9,20 @@ tools() {
   (cd "$ROOT" && go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary)
 }
 
-# gotest DIR OUT.json FLAGS... -- PKGS...: go test -race -json of PKGS in the tree at
-# DIR into OUT.json, then the flake rule (README): every failed upstream test is rerun
-# once on its own with the same flags and environment (testsummary rerun).
-# -race as upstream's make test (KUBE_RACE); go test's own vet is off: verify runs go
-# vet with every analyzer over the same packages (docs/testing.md). A package whose
-# test binary and inputs did not change since it last passed is not run again (go
-# test's cache, as upstream's make test); steps with state outside go's view (etcd, a
-# cluster) pass -count=1.
+# The build flags of every compile make test does, in the trees and in hack/: go vet,
+# the tests and the test builds share their compiles only while these are the same
+# (docs/testing.md). -race as upstream's make test (KUBE_RACE).
+TEST_BUILD_FLAGS=(-race)
+
+# gotest DIR OUT.json FLAGS... -- PKGS...: go test -json of PKGS in the tree at DIR
+# into OUT.json, then the flake rule (README): every failed upstream test is rerun once
+# on its own with the same flags and environment (testsummary rerun). go test's own
+# vet is off: verify runs go vet with every analyzer over the same packages. A package
+# whose test binary and inputs did not change since it last passed is not run again
+# (go test's cache, as upstream's make test); steps with state outside go's view
+# (etcd, a cluster) pass -count=1.
 gotest() {
-  local dir=$1 out=$2 flags=(-race -json -vet=off)
+  local dir=$1 out=$2 flags=("${TEST_BUILD_FLAGS[@]}" -json -vet=off)
   shift 2
   while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
   shift

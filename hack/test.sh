@@ -16,7 +16,7 @@ start=$SECONDS
 # containerd, ...) install in the background while verify compiles: apt spends its
 # time downloading, not on the CPU. As root only, as those steps.
 packages_pid=
-if [ "$(id -u)" = 0 ] && go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
+if [ "$(id -u)" = 0 ] && go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
   "$OUT/tools/cluster" packages >"$TESTOUT/packages.log" 2>&1 &
   packages_pid=$!
 fi
@@ -33,15 +33,15 @@ CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 
 echo "== unit tests: this project's tools (race)"
 # Never rerun (the flake rule is for upstream tests); vetted by verify.
-go test -race -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
+go test "${TEST_BUILD_FLAGS[@]}" -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
 # unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree, but those under
-# test/integration/, which need etcd (see integration_tests), with -race (gotest).
+# test/integration/, which need etcd (see integration_tests).
 unit_tests() {
   local up=$1 dir=$2 pkgs
   pkgs=$("$SERIES" touched "$up" | grep -v '^\./test/integration/') || { echo "no tree for $up"; return 1; }
-  echo "== unit tests: $up ($(wc -w <<<"$pkgs") packages, -race)"
+  echo "== unit tests: $up ($(wc -w <<<"$pkgs") packages, ${TEST_BUILD_FLAGS[*]})"
   gotest "$dir" "$TESTOUT/$up-unit.json" -- $pkgs
   "$SUMMARY" "$TESTOUT/$up-unit.json" | tail -n 1
 }
@@ -55,7 +55,7 @@ benchmarks() {
   done
   [ ${#pkgs[@]} -gt 0 ] || return 0
   CHECKS_JSON=$TESTOUT/$up-benchmarks.json CHECKS_PKG=benchmarks \
-    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test -race -vet=off -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
+    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test ${TEST_BUILD_FLAGS[*]} -vet=off -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
 }
 # gates_on_tests: the Kubernetes packages of the series once more, with every
 # feature gate the series adds turned on (the unit tests run them at their defaults).
@@ -137,8 +137,8 @@ integration_tests kubernetes "$OUT/kubernetes"
 
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
 if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh --test-flags &&
-  go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
-  go test -race -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
+  go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
+  go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
 fi
 

@@ -11,14 +11,14 @@ vet_tree() {
   local up=$1 dir=$2 pkgs
   pkgs=$("$SERIES" touched "$up") || return 1
   [ -z "$pkgs" ] && { echo "the series changes no Go package of $up"; return 0; }
-  (cd "$dir" && go vet -race $pkgs)
+  (cd "$dir" && go vet "${TEST_BUILD_FLAGS[@]}" $pkgs)
 }
 
 check gofmt-hack gofmt_hack
-# go vet compiles what it checks and its dependencies; -race as the tests, so that they
-# reuse those compiles (docs/testing.md). One run with the cluster tests' tags: vet's
-# results for the dependencies depend on the tags, so a second run would redo them.
-check vet-hack go vet -race -tags smoke,vpae2e ./hack/...
+# go vet compiles what it checks and its dependencies, with the tests' flags so that
+# they reuse those compiles. One run with the cluster tests' tags: vet's results for
+# the dependencies depend on the tags, so a second run would redo them.
+check vet-hack go vet "${TEST_BUILD_FLAGS[@]}" -tags smoke,vpae2e ./hack/...
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree

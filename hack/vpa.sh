@@ -12,8 +12,8 @@
 #                    output in OUT_DIR (default _output/test): autoscaler-gates-off.json
 #                    and autoscaler-gates-on.json
 #   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
-#   e2e [JSON]       build (with go test's flags), then the end-to-end test of per-node recommendations on the
-#                    local cluster with two nodes and metrics-server (make vpa-e2e, root):
+#   e2e [JSON]       build --test-flags, then the end-to-end test of per-node
+#                    recommendations on the local cluster with two nodes and metrics-server (make vpa-e2e, root):
 #                    hack/internal/cluster/vpa_e2e_test.go; go test -json into JSON if given
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -58,18 +58,18 @@ crds() {
 
 # build [--test-flags]: as the components' Makefiles (CGO_ENABLED=0, -s), with the
 # commit in the version; --test-flags (the end-to-end test) builds with make test's
-# go test flags instead (-race, cgo), so that the build cache the unit tests filled
-# serves it, and the end-to-end test runs under the race detector.
+# go test flags instead (TEST_BUILD_FLAGS, cgo), so that the build cache the unit tests
+# filled serves it, and the end-to-end test runs under the race detector.
 build() {
-  local commit env=(CGO_ENABLED=0) ldflags=-s race=()
+  local commit env=(CGO_ENABLED=0) ldflags=-s flags=()
   commit=$(git -C "$TREE" rev-parse HEAD)
   [ -z "$(git -C "$TREE" status --porcelain)" ] || commit+=-dirty
   if [ "${1:-}" = --test-flags ]; then
-    env=() ldflags= race=(-race)
+    env=() ldflags= flags=("${TEST_BUILD_FLAGS[@]}")
   fi
   mkdir -p "$VPAOUT/bin"
   for c in recommender updater admission-controller; do
-    (cd "$TREE" && env "${env[@]}" go build "${race[@]}" -ldflags "$ldflags -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
+    (cd "$TREE" && env "${env[@]}" go build "${flags[@]}" -ldflags "$ldflags -X k8s.io/autoscaler/vertical-pod-autoscaler/common.gitCommit=$commit" \
       -o "$VPAOUT/bin/$c" "./pkg/$c")
   done
   echo "binaries in $VPAOUT/bin: $(cd "$VPAOUT/bin" && echo *) (tree commit $commit)"
@@ -88,8 +88,8 @@ metrics_server() {
 # local cluster (it brings the cluster up with two nodes if needed, and down again);
 # with JSON, go test -json output goes there (make test).
 e2e() {
-  local run=(go test -race -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
-  go build -race -o "$OUT/tools/cluster" ./hack/cmd/cluster
+  local run=(go test "${TEST_BUILD_FLAGS[@]}" -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
+  go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster
   if [ -n "${1:-}" ]; then
     "${run[@]}" -json >"$1" 2>&1
   else

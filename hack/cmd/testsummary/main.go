@@ -14,8 +14,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -74,12 +76,12 @@ func (c *counts) readFile(name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(rerunName(name)); err == nil {
-		reruns, err := readEventsFile(rerunName(name))
-		if err != nil {
-			return err
-		}
+	reruns, err := readEventsFile(rerunName(name))
+	switch {
+	case err == nil:
 		events = c.mergeReruns(events, reruns)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
 	}
 	c.add(events)
 	return nil
