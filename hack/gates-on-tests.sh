@@ -35,7 +35,8 @@ func init() {
 GO
   overlay+="${overlay:+,}\"$dir/zz_series_gates_on_test.go\":\"$tmp/$i.go\""
 done < <(cd "$tree" && go list -f '{{.Dir}} {{.Name}}' "$@")
-echo "{\"Replace\":{$overlay}}" >"$tmp/overlay.json"
+fuzz=$(fuzz_iters_overlay "$tree" "$tmp" "$@")
+echo "{\"Replace\":{$overlay${fuzz:+,$fuzz}}}" >"$tmp/overlay.json"
 
 # Left out: the tests that emulate a release older than the gates (a 1.36 alpha
 # gate cannot be on at 1.34), found by what they call or the flag they pass; the

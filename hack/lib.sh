@@ -30,6 +30,28 @@ gotest() {
   "$SUMMARY" rerun -C "$dir" "$out" -- go test "${flags[@]}"
 }
 
+# fuzz_iters_overlay TREE TMPDIR PKGS...: prints go test -overlay entries that give
+# the fuzz tests built on apimachinery's roundtrip package the 20 iterations they run
+# without -race. Under -race roundtrip lowers its default to 5 (fuzz_race.go), which
+# leaves pkg/api/testing's TestVersionedValidationByFuzzing (iterations / 10) with
+# none; its -fuzz-iters is a pflag that no test binary parses, so an init sets it.
+fuzz_iters_overlay() {
+  local tree=$1 tmp=$2 rt=k8s.io/apimachinery/pkg/api/apitesting/roundtrip sep="" i=0
+  shift 2
+  (cd "$tree" && go list -f "{{.Dir}} {{.Name}} {{range .TestImports}}{{if eq . \"$rt\"}}in{{end}}{{end}}{{range .XTestImports}}{{if eq . \"$rt\"}}x{{end}}{{end}}" "$@") |
+    while read -r dir name where; do
+      case $where in
+      in*) ;;
+      x) name=${name}_test ;;
+      *) continue ;;
+      esac
+      i=$((i + 1))
+      printf 'package %s\n\nimport "%s"\n\nfunc init() { *roundtrip.FuzzIters = 20 }\n' "$name" "$rt" >"$tmp/fuzz-iters-$i.go"
+      printf '%s"%s/zz_series_fuzz_iters_test.go":"%s"' "$sep" "$dir" "$tmp/fuzz-iters-$i.go"
+      sep=,
+    done
+}
+
 # check NAME CMD...: runs one check, prints its verdict (and its output when it
 # fails) and, when CHECKS_JSON is set, records it there as a test event.
 FAILED_CHECKS=0
