@@ -12,6 +12,7 @@ hack/build.sh
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
 "$OUT/tools/cluster" up
+"$OUT/tools/cluster" e2e-images
 
 # This project's own e2e tests: its features' labels.
 ours='\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]'

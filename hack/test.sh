@@ -28,6 +28,12 @@ fi
 restore_thp() { [ -z "$thp_was" ] || echo "$thp_was" >"$THP"; }
 trap restore_thp EXIT
 
+# Every module the repository's graph selects (both trees' dependencies, nearly all)
+# downloads in the background from the start, while the first steps compile; the steps
+# that need them later find them in the module cache (go locks it for each module).
+go mod download all >"$TESTOUT/mod-download.log" 2>&1 &
+download_pid=$!
+
 # The Debian packages of the integration tests and the cluster steps (etcd,
 # containerd, ...) install in the background while verify compiles: apt spends its
 # time downloading, not on the CPU. As root only, as those steps.
@@ -173,5 +179,6 @@ if ! hack/vpa.sh e2e "$TESTOUT/vpa-e2e.json" >"$TESTOUT/vpa-e2e.log" 2>&1 && [ !
 fi
 "$SUMMARY" "$TESTOUT/vpa-e2e.json" | tail -n 1
 
+wait "$download_pid" || { echo "go mod download all failed (the steps downloaded what they needed):"; tail -n 5 "$TESTOUT/mod-download.log"; }
 echo "== summary ($((SECONDS - start))s)"
 "$SUMMARY" "$TESTOUT"/*.json

@@ -7,6 +7,11 @@
 //	cluster slow-registry  serve the local registry slowly on 127.0.0.1:5001 (up starts it)
 //	cluster packages  install the Debian packages up needs that are missing (up does it
 //	                too; make test runs it early, in the background)
+//	cluster e2e-images   build the images of upstream's e2e tests (agnhost) into the
+//	                running cluster's registry (make e2e)
+//	cluster engine-up    start the project's own Docker engine for kind (_output/kind)
+//	cluster engine-down  stop it and remove its mounts
+//	cluster kind-base    build kind's base image into the engine (engine-up first)
 package main
 
 import (
@@ -23,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base")
 		os.Exit(2)
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
@@ -31,7 +36,7 @@ func main() {
 	if os.Args[1] == "up" {
 		upFlags.Parse(os.Args[2:])
 	} else if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base")
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -55,13 +60,24 @@ func main() {
 	case "slow-registry":
 		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).Serve(ctx, cluster.SlowRegistryAddr)
 	case "packages":
-		err = cluster.InstallPackages(os.Stdout)
+		err = cluster.InstallPackages(os.Stdout, cluster.Packages)
+	case "e2e-images":
+		err = c.PushE2EImages(ctx)
+	case "engine-up":
+		k := cluster.NewKind(root, os.Stdout)
+		if err = k.StartEngine(ctx); err == nil {
+			fmt.Printf("the engine serves at %s:\n  export DOCKER_HOST=%s\n", k.DockerHost(), k.DockerHost())
+		}
+	case "kind-base":
+		err = cluster.NewKind(root, os.Stdout).BuildKindBase(ctx)
+	case "engine-down":
+		err = cluster.NewKind(root, os.Stdout).StopEngine()
 	case "status":
 		for _, l := range c.Leftovers() {
 			fmt.Println(l)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages, e2e-images, engine-up, engine-down, kind-base)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

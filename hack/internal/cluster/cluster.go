@@ -155,14 +155,19 @@ func (c *Cluster) Preflight() error {
 			return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", n.containerdSocket())
 		}
 	}
-	return InstallPackages(c.Log)
+	return InstallPackages(c.Log, Packages)
 }
 
-// InstallPackages installs the Debian packages whose commands are missing.
-func InstallPackages(log io.Writer) error {
+// InstallPackages installs those of packages (Debian packages by the command or
+// absolute path of a file each provides) whose command or file is missing.
+func InstallPackages(log io.Writer, packages map[string]string) error {
 	var missing []string
-	for cmd, pkg := range Packages {
-		if _, err := exec.LookPath(cmd); err != nil {
+	for cmd, pkg := range packages {
+		_, err := exec.LookPath(cmd)
+		if filepath.IsAbs(cmd) {
+			_, err = os.Stat(cmd) // a file, not always a program
+		}
+		if err != nil {
 			missing = append(missing, pkg)
 		}
 	}
@@ -505,17 +510,34 @@ func (c *Cluster) nodeReady(node string) func(context.Context, time.Time) error 
 
 // pushImages builds the cluster's images and pushes them to the local registry.
 func (c *Cluster) pushImages(ctx context.Context) error {
-	n := images.Names{Registry: RegistryAddr}
-	if manifestExists(ctx, "carry/synthetic", "64mib") && manifestExists(ctx, "e2e-test-images/agnhost", images.AgnhostTag) {
+	if manifestExists(ctx, "carry/synthetic", "64mib") {
 		return nil // pushed by an earlier run
 	}
-	c.logf("%-24s building pause, busybox, agnhost and synthetic images", "images")
+	c.logf("%-24s building pause, busybox and synthetic images", "images")
+	return c.buildAndPush(ctx, func(work string, n images.Names) (images.Set, error) {
+		return images.Standard(c.Tree, work, n, []int{1, 16, 64})
+	})
+}
+
+// PushE2EImages builds the images of upstream's e2e tests that the cluster itself
+// does not need (agnhost) and pushes them to the running cluster's registry.
+func (c *Cluster) PushE2EImages(ctx context.Context) error {
+	if manifestExists(ctx, "e2e-test-images/agnhost", images.AgnhostTag) {
+		return nil
+	}
+	c.logf("%-24s building agnhost", "images")
+	return c.buildAndPush(ctx, func(work string, n images.Names) (images.Set, error) {
+		return images.E2E(c.Tree, work, n)
+	})
+}
+
+func (c *Cluster) buildAndPush(ctx context.Context, build func(work string, n images.Names) (images.Set, error)) error {
 	work, err := os.MkdirTemp("", "kube-carry-images-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	set, err := images.Standard(c.Tree, work, n, []int{1, 16, 64})
+	set, err := build(work, images.Names{Registry: RegistryAddr})
 	if err != nil {
 		return err
 	}

@@ -257,8 +257,8 @@ func (n Names) Synthetic(mib int) string {
 	return fmt.Sprintf("%s/carry/synthetic:%dmib", n.Registry, mib)
 }
 
-// Standard builds the images of the local cluster and the e2e tests: pause, busybox,
-// agnhost and one synthetic image per size in MiB.
+// Standard builds the images of the local cluster: pause, busybox and one synthetic
+// image per size in MiB.
 func Standard(tree, work string, n Names, sizes []int) (Set, error) {
 	pause, err := Pause(tree, work)
 	if err != nil {
@@ -268,15 +268,26 @@ func Standard(tree, work string, n Names, sizes []int) (Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	agnhost, err := Agnhost(tree, work, busybox)
-	if err != nil {
-		return nil, err
-	}
-	set := Set{n.Pause(): pause, n.Busybox(): busybox, n.Agnhost(): agnhost}
+	set := Set{n.Pause(): pause, n.Busybox(): busybox}
 	for _, mib := range sizes {
 		if set[n.Synthetic(mib)], err = Synthetic(pause, mib); err != nil {
 			return nil, err
 		}
 	}
 	return set, nil
+}
+
+// E2E builds the images upstream's e2e tests need beyond the cluster's: agnhost. Its
+// build compiles a dependency graph of its own (static, without cgo), so only the
+// targets that run e2e tests build it.
+func E2E(tree, work string, n Names) (Set, error) {
+	busybox, err := Busybox("/bin/busybox")
+	if err != nil {
+		return nil, err
+	}
+	agnhost, err := Agnhost(tree, work, busybox)
+	if err != nil {
+		return nil, err
+	}
+	return Set{n.Agnhost(): agnhost}, nil
 }
