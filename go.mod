@@ -93,6 +93,7 @@ require (
 require (
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/google/go-containerregistry v0.22.1
+	github.com/moby/sys/capability v0.5.0
 	golang.org/x/mod v0.42.0
 	google.golang.org/grpc v1.79.3
 	google.golang.org/protobuf v1.36.12

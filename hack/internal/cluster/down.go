@@ -152,18 +152,27 @@ func (c *Cluster) removeSandboxes(ctx context.Context, n node) error {
 
 // shims lists the containerd shims serving a node's containerd.
 func (c *Cluster) shims(n node) []int {
+	return processesWith("containerd-shim", n.containerdSocket())
+}
+
+// processesWith lists the live processes whose command line contains every one of parts.
+func processesWith(parts ...string) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(cmdline, []byte("containerd-shim")) && bytes.Contains(cmdline, []byte(n.containerdSocket())) && alive(pid) {
+		all := true
+		for _, p := range parts {
+			all = all && bytes.Contains(cmdline, []byte(p))
+		}
+		if all && alive(pid) {
 			pids = append(pids, pid)
 		}
 	}

@@ -1,0 +1,351 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const (
+	// KindModule is the kind release whose CLI, base image files and node image
+	// build this project uses.
+	KindModule = "sigs.k8s.io/kind@v0.33.0"
+	// KindBaseImage is the base image that release's `kind build node-image` starts from.
+	KindBaseImage = "docker.io/kindest/base:v20260820-69b56db7"
+	// kindBaseSuite is the Debian release of the base image. kind's own is trixie;
+	// this machine's package mirror serves bookworm.
+	kindBaseSuite = "bookworm"
+)
+
+// kindBasePackages are the Debian packages of kind's base image, as its
+// images/base/Dockerfile lists them.
+var kindBasePackages = []string{
+	"systemd",
+	"conntrack", "iptables", "nftables", "iproute2", "ethtool", "util-linux", "mount", "kmod",
+	"libseccomp2", "pigz", "fuse-overlayfs",
+	"nfs-common", "open-iscsi",
+	"e2fsprogs",
+	"bash", "ca-certificates", "curl", "jq", "procps",
+}
+
+// goProgram is a program kind's base image builds from source, built here from its
+// Go module at the same version.
+type goProgram struct {
+	pkg, version string // package path and module version
+	dest         string // path in the image
+	tags         string
+	ldflags      string
+	cgo          bool
+}
+
+// kindBasePrograms are containerd, runc, crictl and the CNI plugins at the versions
+// of kind's images/base/Dockerfile, with its build tags. containerd's
+// fuse-overlayfs snapshotter, used only by rootless kind, is left out.
+var kindBasePrograms = func() []goProgram {
+	const containerd, runc, crictl, cni = "v2.3.4", "v1.4.3", "v1.36.0", "v1.9.1"
+	ctrdFlags := "-X github.com/containerd/containerd/v2/version.Version=" + containerd
+	ctrdTags := "no_aufs no_zfs no_btrfs no_devmapper"
+	p := []goProgram{
+		{pkg: "github.com/containerd/containerd/v2/cmd/containerd", version: containerd, dest: "/usr/local/bin/containerd", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
+		{pkg: "github.com/containerd/containerd/v2/cmd/ctr", version: containerd, dest: "/usr/local/bin/ctr", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
+		{pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", version: containerd, dest: "/usr/local/bin/containerd-shim-runc-v2", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
+		{pkg: "github.com/opencontainers/runc", version: runc, dest: "/usr/local/sbin/runc", tags: "seccomp urfave_cli_no_docs", ldflags: "-X main.version=" + strings.TrimPrefix(runc, "v"), cgo: true},
+		{pkg: "sigs.k8s.io/cri-tools/cmd/crictl", version: crictl, dest: "/usr/local/bin/crictl", ldflags: "-X sigs.k8s.io/cri-tools/pkg/version.Version=" + crictl},
+	}
+	for _, plugin := range []string{"ipam/host-local", "main/loopback", "main/ptp", "meta/portmap"} {
+		p = append(p, goProgram{pkg: "github.com/containernetworking/plugins/plugins/" + plugin, version: cni, dest: "/opt/cni/bin/" + path.Base(plugin)})
+	}
+	return p
+}()
+
+// kindBaseBuildPackages are what building kindBasePrograms needs on this machine
+// (runc links libseccomp), by the file each provides.
+var kindBaseBuildPackages = map[string]string{"/usr/include/seccomp.h": "libseccomp-dev"}
+
+// kindBaseSetup is the rest of kind's base Dockerfile, run in the image's root: the
+// systemd units kind turns off and on, and the folders a node needs.
+const kindBaseSetup = `set -e
+chmod 755 /kind /kind/bin
+find /lib/systemd/system/sysinit.target.wants/ -name "systemd-tmpfiles-setup.service" -delete
+rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \
+  /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \
+  /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/*
+echo "ReadKMsg=no" >> /etc/systemd/journald.conf
+ln -sf /usr/lib/systemd/systemd /sbin/init
+systemctl enable kubelet.service containerd.service undo-mount-hacks.service
+systemctl mask systemd-binfmt.service
+mkdir -p /etc/kubernetes/manifests
+`
+
+// kindModuleDir is where the Go module cache holds kind's release.
+func kindModuleDir(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", KindModule).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", KindModule, exitErr(err))
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %s %v", KindModule, m.Error, err)
+	}
+	return m.Dir, nil
+}
+
+// BuildKindBase builds kind's base image into the engine under KindBaseImage, unless
+// the engine has it: a Debian root file system with kind's packages (debootstrap),
+// kind's base files from its module, and containerd, runc, crictl and the CNI
+// plugins built from their Go modules.
+func (c *Cluster) BuildKindBase(ctx context.Context) error {
+	if c.docker(ctx, "image", "inspect", KindBaseImage).Run() == nil {
+		c.logf("%-24s present", KindBaseImage)
+		return nil
+	}
+	if err := InstallPackages(c.Log, kindBaseBuildPackages); err != nil {
+		return err
+	}
+	kindDir, err := kindModuleDir(ctx)
+	if err != nil {
+		return err
+	}
+	work := c.path("base")
+	rootfs := filepath.Join(work, "rootfs")
+	if err := os.RemoveAll(rootfs); err != nil {
+		return err
+	}
+	if err := c.buildPrograms(ctx, filepath.Join(work, "bin")); err != nil {
+		return err
+	}
+	c.logf("%-24s debootstrap %s (log %s)", "kind base image", kindBaseSuite, c.rel(filepath.Join(work, "debootstrap.log")))
+	if err := c.run(ctx, filepath.Join(work, "debootstrap.log"), "debootstrap", "--variant=minbase", kindBaseSuite, rootfs, debianMirror()); err != nil {
+		return err
+	}
+	if err := copyKindBaseFiles(filepath.Join(kindDir, "images", "base", "files"), rootfs); err != nil {
+		return err
+	}
+	for _, p := range kindBasePrograms {
+		if err := copyFile(filepath.Join(work, "bin", path.Base(p.pkg)), filepath.Join(rootfs, p.dest), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := c.installKindPackages(ctx, rootfs, work); err != nil {
+		return err
+	}
+	if err := c.run(ctx, filepath.Join(work, "setup.log"), "chroot", rootfs, "sh", "-c", kindBaseSetup); err != nil {
+		return err
+	}
+	if err := writeCRIBaseSpec(ctx, filepath.Join(work, "bin", "ctr"), rootfs); err != nil {
+		return err
+	}
+	c.logf("%-24s importing %s", "kind base image", KindBaseImage)
+	tar := exec.CommandContext(ctx, "tar", "-C", rootfs, "--numeric-owner", "-c", ".")
+	imp := c.docker(ctx, "import",
+		"--change", "ENV container=docker",
+		"--change", "STOPSIGNAL SIGRTMIN+3",
+		"--change", `ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]`,
+		"-", KindBaseImage)
+	pipe, err := tar.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	imp.Stdin = pipe
+	if err := tar.Start(); err != nil {
+		return err
+	}
+	out, impErr := imp.CombinedOutput()
+	if err := tar.Wait(); err != nil {
+		return fmt.Errorf("tar of %s: %w", rootfs, err)
+	}
+	if impErr != nil {
+		return fmt.Errorf("docker import: %w: %s", impErr, out)
+	}
+	return os.RemoveAll(rootfs)
+}
+
+// hostAptFiles are what apt inside the root needs of this machine's settings to
+// reach its package mirror.
+var hostAptFiles = []string{"/etc/resolv.conf", "/etc/apt/sources.list.d/debian.sources", "/etc/apt/apt.conf.d/99artifact-registry"}
+
+// installKindPackages installs kindBasePackages with kind's clean-install in the
+// root, with /proc mounted, and no service started (policy-rc.d), then removes what
+// it borrowed from this machine.
+func (c *Cluster) installKindPackages(ctx context.Context, rootfs, work string) (err error) {
+	var borrowed []string
+	for _, f := range hostAptFiles {
+		if _, err := os.Stat(f); err == nil {
+			if err := copyFile(f, filepath.Join(rootfs, f), 0o644); err != nil {
+				return err
+			}
+			borrowed = append(borrowed, filepath.Join(rootfs, f))
+		}
+	}
+	policy := filepath.Join(rootfs, "usr", "sbin", "policy-rc.d")
+	if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
+		return err
+	}
+	borrowed = append(borrowed, policy)
+	proc := filepath.Join(rootfs, "proc")
+	if err := syscall.Mount("proc", proc, "proc", 0, ""); err != nil {
+		return fmt.Errorf("mounting proc on %s: %w", proc, err)
+	}
+	defer func() {
+		if uerr := unmountUnder(rootfs); uerr != nil && err == nil {
+			err = uerr
+		}
+		for _, f := range borrowed {
+			os.Remove(f)
+		}
+	}()
+	c.logf("%-24s installing kind's packages with its clean-install (log %s)", "kind base image", c.rel(filepath.Join(work, "install.log")))
+	return c.run(ctx, filepath.Join(work, "install.log"), "chroot", append([]string{rootfs, "clean-install"}, kindBasePackages...)...)
+}
+
+// buildPrograms builds kindBasePrograms into dir with go install, which the Go build
+// cache makes quick the second time.
+func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
+	for _, p := range kindBasePrograms {
+		c.logf("%-24s go install %s@%s", "kind base image", p.pkg, p.version)
+		cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-tags", p.tags, "-ldflags", "-s -w "+p.ldflags, p.pkg+"@"+p.version)
+		cgo := "0"
+		if p.cgo {
+			cgo = "1"
+		}
+		cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED="+cgo, "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go install %s@%s: %w\n%s", p.pkg, p.version, err, out)
+		}
+	}
+	return nil
+}
+
+// writeCRIBaseSpec writes /etc/containerd/cri-base.json as kind's Dockerfile does:
+// ctr's default OCI spec, with kind's createContainer hook and without rlimits.
+func writeCRIBaseSpec(ctx context.Context, ctr, rootfs string) error {
+	out, err := exec.CommandContext(ctx, ctr, "oci", "spec").Output()
+	if err != nil {
+		return fmt.Errorf("ctr oci spec: %w", exitErr(err))
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(out, &spec); err != nil {
+		return fmt.Errorf("ctr oci spec: %w", err)
+	}
+	hooks, _ := spec["hooks"].(map[string]any)
+	if hooks == nil {
+		hooks = map[string]any{}
+		spec["hooks"] = hooks
+	}
+	create, _ := hooks["createContainer"].([]any)
+	hooks["createContainer"] = append(create, map[string]any{"path": "/kind/bin/mount-product-files.sh"})
+	if process, ok := spec["process"].(map[string]any); ok {
+		delete(process, "rlimits")
+	}
+	data, err := json.MarshalIndent(spec, "", "    ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(rootfs, "etc", "containerd", "cri-base.json"), data, 0o644)
+}
+
+// copyKindBaseFiles copies kind's images/base/files into the root as its Dockerfile
+// does: scripts in usr/local/bin and kind/bin executable, everything else 0644.
+func copyKindBaseFiles(src, rootfs string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || d.IsDir() {
+			return err
+		}
+		mode := fs.FileMode(0o644)
+		if dir := filepath.Dir(rel); dir == "usr/local/bin" || dir == "kind/bin" {
+			mode = 0o755
+		}
+		return copyFile(p, filepath.Join(rootfs, rel), mode)
+	})
+}
+
+func copyFile(src, dst string, mode fs.FileMode) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	os.Remove(dst) // a link or a read-only file from the module cache
+	if err := os.WriteFile(dst, data, mode); err != nil {
+		return err
+	}
+	return os.Chmod(dst, mode)
+}
+
+// debianMirror is the first Debian mirror of this machine's apt sources.
+func debianMirror() string {
+	for _, f := range []string{"/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) >= 2 && fields[0] == "URIs:":
+				return fields[1]
+			case len(fields) >= 3 && fields[0] == "deb":
+				return fields[1]
+			}
+		}
+	}
+	return "http://deb.debian.org/debian"
+}
+
+// docker is the docker CLI on the engine.
+func (c *Cluster) docker(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+c.DockerHost())
+	return cmd
+}
+
+// run runs a command with its output in log, and names the log when it fails.
+func (c *Cluster) run(ctx context.Context, log, name string, args ...string) error {
+	f, err := os.Create(log)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w; the last lines of %s:\n%s", name, strings.Join(args, " "), err, log, tail(log, 20))
+	}
+	return nil
+}
+
+func exitErr(err error) error {
+	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
+}

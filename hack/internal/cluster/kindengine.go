@@ -1,0 +1,146 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kube-carry/kube-carry/hack/internal/dropcaps"
+)
+
+// EnginePackages are the Debian packages of the kind engine, by the command each
+// provides: Docker's engine (with Debian's containerd and runc) and debootstrap,
+// which makes the base image's root file system.
+var EnginePackages = map[string]string{
+	"dockerd":     "docker.io",
+	"debootstrap": "debootstrap",
+}
+
+// NewKind describes the kind clusters of a repository checkout: the engine and the
+// images live under _output/kind.
+func NewKind(root string, log io.Writer) *Cluster {
+	c := New(root, log)
+	c.Dir = filepath.Join(root, "_output", "kind")
+	return c
+}
+
+// DockerHost is the engine's address, for DOCKER_HOST.
+func (c *Cluster) DockerHost() string { return "unix://" + c.dockerSocket() }
+
+func (c *Cluster) dockerSocket() string { return c.path("docker.sock") }
+
+// StartEngine starts the project's own Docker engine (Debian's dockerd), whose data,
+// state and socket are under the kind folder, so that it shares nothing with any
+// other engine on the machine. It leaves the host's iptables alone (kind's nodes
+// talk on their own bridge, and published ports go through docker-proxy).
+func (c *Cluster) StartEngine(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the kind engine runs dockerd, which needs root")
+	}
+	// containerd's socket, in the exec root, has the longest path.
+	if sock := c.path("exec", "containerd", "containerd.sock"); len(sock) >= 108 {
+		return fmt.Errorf("the engine's containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", sock)
+	}
+	if err := InstallPackages(c.Log, EnginePackages); err != nil {
+		return err
+	}
+	config := map[string]any{
+		"hosts":          []string{c.DockerHost()},
+		"data-root":      c.path("docker"),
+		"exec-root":      c.path("exec"),
+		"pidfile":        c.path("exec", "dockerd.pid"),
+		"storage-driver": "overlay2",
+		"bridge":         "none",
+		"iptables":       false,
+		"ip-masq":        false,
+		"log-driver":     "json-file",
+	}
+	missing, err := dropcaps.Missing()
+	if err != nil {
+		return fmt.Errorf("reading this process's capability bounding set: %w", err)
+	}
+	if len(missing) > 0 {
+		wrapper := c.tool("runc-dropcaps")
+		if _, err := os.Stat(wrapper); err != nil {
+			return fmt.Errorf("this machine's capability bounding set lacks %s, so privileged containers need the runc-dropcaps runtime: %w (make kind-up builds it)", strings.Join(missing, ", "), err)
+		}
+		c.logf("this machine's capability bounding set lacks %s: the engine's containers run with runc-dropcaps, which removes them from each container's spec (docs/kind.md)", strings.Join(missing, ", "))
+		config["runtimes"] = map[string]any{"runc-dropcaps": map[string]string{"path": wrapper}}
+		config["default-runtime"] = "runc-dropcaps"
+	}
+	data, err := json.MarshalIndent(config, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.path("run"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path("daemon.json"), data, 0o644); err != nil {
+		return err
+	}
+	return c.start(ctx, daemon{
+		name:    "dockerd",
+		args:    []string{"dockerd", "--config-file", c.path("daemon.json")},
+		healthy: func(ctx context.Context, _ time.Time) error { return dockerPing(ctx, c.dockerSocket()) },
+	})
+}
+
+// StopEngine stops the engine and removes what it mounted. Containers still
+// running are stopped by dockerd as it shuts down.
+func (c *Cluster) StopEngine() error {
+	if err := c.stop("dockerd", time.Minute); err != nil {
+		return err
+	}
+	// The engine's containerd and shims outlive dockerd when it is killed.
+	for _, pid := range processesWith(c.Dir + "/") {
+		if err := killAndWait(pid, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return unmountUnder(c.Dir)
+}
+
+// dockerPing asks the engine's API whether it serves.
+func dockerPing(ctx context.Context, socket string) error {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/_ping", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /_ping: %s", resp.Status)
+	}
+	return nil
+}
