@@ -4,7 +4,6 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-KIND_VERSION=v0.33.0
 
 tarball_only=${1:-}
 if [ "$tarball_only" != --tarball-only ] && ! out=$(docker info 2>&1); then
@@ -20,6 +19,6 @@ go run ./hack/cmd/images release-tarball "$tarball"
 
 version=$(cat "$OUT/bin/VERSION")
 image=kube-carry/node:${version//+/_}
-go run sigs.k8s.io/kind@$KIND_VERSION build node-image --type file "$tarball" --image "$image"
+go tool kind build node-image --type file "$tarball" --image "$image"
 echo "built $image; start a cluster with:"
-echo "  go run sigs.k8s.io/kind@$KIND_VERSION create cluster --config build/kind/cluster.yaml --image $image"
+echo "  go tool kind create cluster --config build/kind/cluster.yaml --image $image"

@@ -26,7 +26,12 @@ if [ -w "$THP" ] && ! grep -q '\[always\]' "$THP"; then
   fi
 fi
 restore_thp() { [ -z "$thp_was" ] || echo "$thp_was" >"$THP"; }
-trap restore_thp EXIT
+# Nothing a run changes outlives it: the THP setting, the integration tests' etcd.
+on_exit() {
+  [ -z "${ETCD_PID:-}" ] || stop_etcd
+  restore_thp
+}
+trap on_exit EXIT
 
 # Every module the repository's graph selects (both trees' dependencies, nearly all)
 # downloads in the background from the start, while the first steps compile; the steps
@@ -134,6 +139,7 @@ start_etcd() {
 }
 stop_etcd() {
   kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
+  ETCD_PID=
   rm -rf "$TESTOUT/etcd-data"
 }
 # integration_tests UPSTREAM MODULE_DIR: the series' packages under test/integration/,
@@ -150,10 +156,8 @@ integration_tests() {
     "$SUMMARY" "$out" | tail -n 1
     return 1
   fi
-  trap 'stop_etcd; restore_thp' EXIT
   KUBE_INTEGRATION_ETCD_URL=$ETCD_URL gotest "$dir" "$out" -count=1 -timeout 20m -- $pkgs
   stop_etcd
-  trap restore_thp EXIT
   "$SUMMARY" "$out" | tail -n 1
 }
 

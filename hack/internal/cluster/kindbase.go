@@ -27,14 +27,15 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/kube-carry/kube-carry/hack/internal/series"
+	"sigs.k8s.io/kind/pkg/build/nodeimage"
 )
 
 const (
-	// KindModule is the kind release whose CLI, base image files and node image
-	// build this project uses.
-	KindModule = "sigs.k8s.io/kind@v0.33.0"
-	// KindBaseImage is the base image that release's `kind build node-image` starts from.
-	KindBaseImage = "docker.io/kindest/base:v20260820-69b56db7"
+	// KindModule is the kind release whose CLI (go tool kind), base image files and
+	// node image build this project uses, at the version go.mod pins.
+	KindModule = "sigs.k8s.io/kind"
 	// kindBaseSuite is the Debian release of the base image. kind's own is trixie;
 	// this machine's package mirror serves bookworm.
 	kindBaseSuite = "bookworm"
@@ -100,32 +101,20 @@ systemctl mask systemd-binfmt.service
 mkdir -p /etc/kubernetes/manifests
 `
 
-// kindModuleDir is where the Go module cache holds kind's release.
-func kindModuleDir(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", KindModule).Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", KindModule, exitErr(err))
-	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s %v", KindModule, m.Error, err)
-	}
-	return m.Dir, nil
-}
-
-// BuildKindBase builds kind's base image into the engine under KindBaseImage, unless
-// the engine has it: a Debian root file system with kind's packages (debootstrap),
-// kind's base files from its module, and containerd, runc, crictl and the CNI
-// plugins built from their Go modules.
+// BuildKindBase builds kind's base image into the engine, under the name kind's node
+// image build starts from (nodeimage.DefaultBaseImage), unless the engine has it: a
+// Debian root file system with kind's packages (debootstrap), kind's base files from
+// its module, and containerd, runc, crictl and the CNI plugins built from their Go
+// modules.
 func (c *Cluster) BuildKindBase(ctx context.Context) error {
-	if c.docker(ctx, "image", "inspect", KindBaseImage).Run() == nil {
-		c.logf("%-24s present", KindBaseImage)
+	if c.docker(ctx, "image", "inspect", nodeimage.DefaultBaseImage).Run() == nil {
+		c.logf("%-24s present", nodeimage.DefaultBaseImage)
 		return nil
 	}
 	if err := InstallPackages(c.Log, kindBaseBuildPackages); err != nil {
 		return err
 	}
-	kindDir, err := kindModuleDir(ctx)
+	kindDir, err := series.GoSource{Root: c.base}.ModuleDir(KindModule, "")
 	if err != nil {
 		return err
 	}
@@ -158,13 +147,13 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 	if err := writeCRIBaseSpec(ctx, filepath.Join(work, "bin", "ctr"), rootfs); err != nil {
 		return err
 	}
-	c.logf("%-24s importing %s", "kind base image", KindBaseImage)
+	c.logf("%-24s importing %s", "kind base image", nodeimage.DefaultBaseImage)
 	tar := exec.CommandContext(ctx, "tar", "-C", rootfs, "--numeric-owner", "-c", ".")
 	imp := c.docker(ctx, "import",
 		"--change", "ENV container=docker",
 		"--change", "STOPSIGNAL SIGRTMIN+3",
 		"--change", `ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]`,
-		"-", KindBaseImage)
+		"-", nodeimage.DefaultBaseImage)
 	pipe, err := tar.StdoutPipe()
 	if err != nil {
 		return err
@@ -244,7 +233,7 @@ func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
 func writeCRIBaseSpec(ctx context.Context, ctr, rootfs string) error {
 	out, err := exec.CommandContext(ctx, ctr, "oci", "spec").Output()
 	if err != nil {
-		return fmt.Errorf("ctr oci spec: %w", exitErr(err))
+		return fmt.Errorf("ctr oci spec: %w", err)
 	}
 	var spec map[string]any
 	if err := json.Unmarshal(out, &spec); err != nil {
@@ -341,11 +330,4 @@ func (c *Cluster) run(ctx context.Context, log, name string, args ...string) err
 		return fmt.Errorf("%s %s: %w; the last lines of %s:\n%s", name, strings.Join(args, " "), err, log, tail(log, 20))
 	}
 	return nil
-}
-
-func exitErr(err error) error {
-	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
-	}
-	return err
 }

@@ -237,12 +237,14 @@ type moduleDownload struct {
 	Path, Version, Dir, Sum, Error string
 }
 
-// ModuleDir returns the extracted module, verified against the repository's go.sum.
+// ModuleDir returns the extracted module, verified against the repository's go.sum;
+// an empty version is the one the repository's go.mod selects.
 func (s GoSource) ModuleDir(path, version string) (string, error) {
 	d, err := download(s.Root, path, version)
 	if err != nil {
 		return "", err
 	}
+	version = d.Version
 	sums, err := os.ReadFile(filepath.Join(s.Root, "go.sum"))
 	if err != nil {
 		return "", err
@@ -254,9 +256,14 @@ func (s GoSource) ModuleDir(path, version string) (string, error) {
 	return d.Dir, nil
 }
 
-// download runs `go mod download -json` for one module version in root.
+// download runs `go mod download -json` for one module version in root (the version
+// root's go.mod selects when version is empty).
 func download(root, path, version string) (moduleDownload, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
+	query := path
+	if version != "" {
+		query += "@" + version
+	}
+	cmd := exec.Command("go", "mod", "download", "-json", query)
 	cmd.Dir = root
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
