@@ -26,8 +26,14 @@ if [ -w "$THP" ] && ! grep -q '\[always\]' "$THP"; then
   fi
 fi
 restore_thp() { [ -z "$thp_was" ] || echo "$thp_was" >"$THP"; }
-# Nothing a run changes outlives it: the THP setting, the integration tests' etcd.
+# Nothing a run changes outlives it: the THP setting, the integration tests' etcd,
+# the background jobs (when the run is cut short).
 on_exit() {
+  local pid
+  for pid in $(jobs -p); do
+    pkill -TERM -P "$pid" 2>/dev/null
+    kill "$pid" 2>/dev/null
+  done
   [ -z "${ETCD_PID:-}" ] || stop_etcd
   restore_thp
 }
@@ -40,6 +46,19 @@ trap on_exit EXIT
 cp go.mod "$TESTOUT/download.mod" && cp go.sum "$TESTOUT/download.sum"
 go mod download -modfile "$TESTOUT/download.mod" all >"$TESTOUT/mod-download.log" 2>&1 &
 download_pid=$!
+
+# What the VPA's end-to-end test (the last step) needs, built in the background at the
+# lowest priority so that it takes only the CPU the other steps leave idle (a fifth of
+# two cores over a cold run, docs/testing.md): metrics-server from the start (its own
+# module graph, which no other step compiles), the VPA's binaries once its unit tests
+# have compiled their packages (vpa_e2e_build). The e2e step waits for both and then
+# finds them built.
+nice -n 19 hack/vpa.sh metrics-server >"$TESTOUT/metrics-server.log" 2>&1 &
+e2e_build_pids=$!
+vpa_e2e_build() {
+  nice -n 19 hack/vpa.sh e2e-build >"$TESTOUT/vpa-e2e-build.log" 2>&1 &
+  e2e_build_pids+=" $!"
+}
 
 # The Debian packages of the integration tests and the cluster steps (etcd,
 # containerd, ...) install in the background while verify compiles: apt spends its
@@ -167,6 +186,7 @@ benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 hack/vpa.sh gates-on "$TESTOUT"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
+vpa_e2e_build
 wait_packages
 integration_tests kubernetes "$OUT/kubernetes"
 
@@ -178,6 +198,8 @@ if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/bu
 fi
 
 echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
+# A failed background build shows in the step, which builds again what is missing.
+wait $e2e_build_pids
 if ! hack/vpa.sh e2e "$TESTOUT/vpa-e2e.json" >"$TESTOUT/vpa-e2e.log" 2>&1 && [ ! -s "$TESTOUT/vpa-e2e.json" ]; then
   # It failed before the test ran: building the VPA or installing metrics-server.
   tail -n 20 "$TESTOUT/vpa-e2e.log"

@@ -15,6 +15,9 @@
 #   e2e [JSON]       build --test-flags, then the end-to-end test of per-node
 #                    recommendations on the local cluster with two nodes and metrics-server (make vpa-e2e, root):
 #                    hack/internal/cluster/vpa_e2e_test.go; go test -json into JSON if given
+#   e2e-build        what e2e builds, without running the test (make test builds it
+#                    in the background while other steps run)
+#   metrics-server   installs the e2e test's metrics-server into _output/vpa/tools
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -146,5 +149,7 @@ case ${1:-build} in
   test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
   gates-on) tree && gates_on "${2:-}" ;;
   e2e) tree && build --test-flags && crds && metrics_server && e2e "${2:-}" ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]]" >&2; exit 2 ;;
+  e2e-build) tree && build --test-flags && crds && metrics_server ;;
+  metrics-server) metrics_server ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server]" >&2; exit 2 ;;
 esac
