@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -49,9 +49,17 @@ e2e: tools
 	@hack/preflight.sh root
 	@hack/e2e.sh
 
-## kind-image: a kind node image of the patched tree (needs a Docker engine; fails at once without one)
+## kind-image: the fork's kind node image, built offline on the project's own Docker engine (root)
 kind-image: tools
 	@hack/kind-image.sh
+
+## kind-up: a kind cluster of the fork (root): one control plane and a worker; HA=1: three control planes
+kind-up: tools
+	@hack/kind.sh up
+
+## kind-down: delete the kind cluster and stop the project's Docker engine
+kind-down: tools
+	@hack/kind.sh down
 
 ## kind-tarball: the release tarball kind reads (kind build node-image --type file), no Docker needed
 kind-tarball: tools

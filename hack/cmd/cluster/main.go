@@ -12,6 +12,11 @@
 //	cluster engine-up    start the project's own Docker engine for kind (_output/kind)
 //	cluster engine-down  stop it and remove its mounts
 //	cluster kind-base    build kind's base image into the engine (engine-up first)
+//	cluster kind-image TARBALL IMAGE  build a kind node image of a server release
+//	                tarball with kind build node-image, offline (engine-up first)
+//	cluster kind-up IMAGE CONFIG  create the kind cluster of the node image with a
+//	                config of build/kind, start its pod network, wait until Ready
+//	cluster kind-down    delete the kind cluster and stop the engine
 package main
 
 import (
@@ -28,15 +33,16 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down")
 		os.Exit(2)
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
 	nodes := upFlags.Int("nodes", 1, "how many nodes: 1, or 2 for a second kubelet with a containerd of its own on this machine")
+	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
 	if os.Args[1] == "up" {
 		upFlags.Parse(os.Args[2:])
-	} else if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base")
+	} else if len(os.Args) != 2+args {
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down")
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -70,14 +76,26 @@ func main() {
 		}
 	case "kind-base":
 		err = cluster.NewKind(root, os.Stdout).BuildKindBase(ctx)
+	case "kind-image":
+		err = cluster.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
+	case "kind-up":
+		k := cluster.NewKind(root, os.Stdout)
+		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
+			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", cluster.KindClusterName, k.KindKubeconfig())
+		}
+	case "kind-down":
+		k := cluster.NewKind(root, os.Stdout)
+		if err = k.KindDown(ctx); err == nil {
+			err = k.StopEngine(ctx)
+		}
 	case "engine-down":
-		err = cluster.NewKind(root, os.Stdout).StopEngine()
+		err = cluster.NewKind(root, os.Stdout).StopEngine(ctx)
 	case "status":
 		for _, l := range c.Leftovers() {
 			fmt.Println(l)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages, e2e-images, engine-up, engine-down, kind-base)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages, e2e-images, engine-up, engine-down, kind-base, kind-image, kind-up, kind-down)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

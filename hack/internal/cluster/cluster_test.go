@@ -194,19 +194,32 @@ func TestPortFreeNamesTheBusyPort(t *testing.T) {
 	}
 }
 
-// TestKindConfigEnablesTheClusterFeatures keeps build/kind/cluster.yaml in step with
-// what the local cluster turns on.
+// TestKindConfigEnablesTheClusterFeatures keeps the kind configs of build/kind in
+// step with what the local cluster turns on, and with the node image, which has no
+// kindnetd.
 func TestKindConfigEnablesTheClusterFeatures(t *testing.T) {
-	data, err := os.ReadFile("../../../build/kind/cluster.yaml")
+	for _, f := range []string{"cluster.yaml", "cluster-ha.yaml"} {
+		t.Run(f, func(t *testing.T) { testKindConfig(t, "../../../build/kind/"+f) })
+	}
+}
+
+func testKindConfig(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cfg struct {
 		FeatureGates  map[string]bool   `json:"featureGates"`
 		RuntimeConfig map[string]string `json:"runtimeConfig"`
+		Networking    struct {
+			DisableDefaultCNI bool `json:"disableDefaultCNI"`
+		} `json:"networking"`
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
+	}
+	if !cfg.Networking.DisableDefaultCNI {
+		t.Error("networking.disableDefaultCNI is not set: kindnetd's stand-in would fail every node")
 	}
 	want := map[string]bool{}
 	for _, g := range FeatureGates {

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"github.com/kube-carry/kube-carry/hack/internal/series"
 	"sigs.k8s.io/kind/pkg/build/nodeimage"
 )
@@ -52,35 +53,31 @@ var kindBasePackages = []string{
 	"bash", "ca-certificates", "curl", "jq", "procps",
 }
 
-// goProgram is a program kind's base image builds from source, built here from its
-// Go module at the same version.
-type goProgram struct {
-	pkg, version string // package path and module version
-	dest         string // path in the image
-	tags         string
-	ldflags      string
-	cgo          bool
-}
-
 // kindBasePrograms are containerd, runc, crictl and the CNI plugins at the versions
 // of kind's images/base/Dockerfile, with its build tags. containerd's
 // fuse-overlayfs snapshotter, used only by rootless kind, is left out.
-var kindBasePrograms = func() []goProgram {
+var kindBasePrograms = func() []kindBaseProgram {
 	const containerd, runc, crictl, cni = "v2.3.4", "v1.4.3", "v1.36.0", "v1.9.1"
 	ctrdFlags := "-X github.com/containerd/containerd/v2/version.Version=" + containerd
 	ctrdTags := "no_aufs no_zfs no_btrfs no_devmapper"
-	p := []goProgram{
-		{pkg: "github.com/containerd/containerd/v2/cmd/containerd", version: containerd, dest: "/usr/local/bin/containerd", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
-		{pkg: "github.com/containerd/containerd/v2/cmd/ctr", version: containerd, dest: "/usr/local/bin/ctr", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
-		{pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", version: containerd, dest: "/usr/local/bin/containerd-shim-runc-v2", tags: ctrdTags, ldflags: ctrdFlags, cgo: true},
-		{pkg: "github.com/opencontainers/runc", version: runc, dest: "/usr/local/sbin/runc", tags: "seccomp urfave_cli_no_docs", ldflags: "-X main.version=" + strings.TrimPrefix(runc, "v"), cgo: true},
-		{pkg: "sigs.k8s.io/cri-tools/cmd/crictl", version: crictl, dest: "/usr/local/bin/crictl", ldflags: "-X sigs.k8s.io/cri-tools/pkg/version.Version=" + crictl},
+	p := []kindBaseProgram{
+		{images.GoProgram{Pkg: "github.com/containerd/containerd/v2/cmd/containerd", Version: containerd, Tags: ctrdTags, Ldflags: ctrdFlags, CGO: true}, "/usr/local/bin/containerd"},
+		{images.GoProgram{Pkg: "github.com/containerd/containerd/v2/cmd/ctr", Version: containerd, Tags: ctrdTags, Ldflags: ctrdFlags, CGO: true}, "/usr/local/bin/ctr"},
+		{images.GoProgram{Pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", Version: containerd, Tags: ctrdTags, Ldflags: ctrdFlags, CGO: true}, "/usr/local/bin/containerd-shim-runc-v2"},
+		{images.GoProgram{Pkg: "github.com/opencontainers/runc", Version: runc, Tags: "seccomp urfave_cli_no_docs", Ldflags: "-X main.version=" + strings.TrimPrefix(runc, "v"), CGO: true}, "/usr/local/sbin/runc"},
+		{images.GoProgram{Pkg: "sigs.k8s.io/cri-tools/cmd/crictl", Version: crictl, Ldflags: "-X sigs.k8s.io/cri-tools/pkg/version.Version=" + crictl}, "/usr/local/bin/crictl"},
 	}
 	for _, plugin := range []string{"ipam/host-local", "main/loopback", "main/ptp", "meta/portmap"} {
-		p = append(p, goProgram{pkg: "github.com/containernetworking/plugins/plugins/" + plugin, version: cni, dest: "/opt/cni/bin/" + path.Base(plugin)})
+		p = append(p, kindBaseProgram{images.GoProgram{Pkg: "github.com/containernetworking/plugins/plugins/" + plugin, Version: cni}, "/opt/cni/bin/" + path.Base(plugin)})
 	}
 	return p
 }()
+
+// kindBaseProgram is a program of the base image and its path there.
+type kindBaseProgram struct {
+	images.GoProgram
+	dest string
+}
 
 // kindBaseBuildPackages are what building kindBasePrograms needs on this machine
 // (runc links libseccomp), by the file each provides.
@@ -134,7 +131,7 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 		return err
 	}
 	for _, p := range kindBasePrograms {
-		if err := copyFile(filepath.Join(work, "bin", path.Base(p.pkg)), filepath.Join(rootfs, p.dest), 0o755); err != nil {
+		if err := copyFile(filepath.Join(work, "bin", path.Base(p.Pkg)), filepath.Join(rootfs, p.dest), 0o755); err != nil {
 			return err
 		}
 	}
@@ -210,19 +207,16 @@ func (c *Cluster) installKindPackages(ctx context.Context, rootfs, work string) 
 	return c.run(ctx, filepath.Join(work, "install.log"), "chroot", append([]string{rootfs, "clean-install"}, kindBasePackages...)...)
 }
 
-// buildPrograms builds kindBasePrograms into dir with go install, which the Go build
-// cache makes quick the second time.
+// buildPrograms builds kindBasePrograms into dir, which the Go build cache makes
+// quick the second time.
 func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	for _, p := range kindBasePrograms {
-		c.logf("%-24s go install %s@%s", "kind base image", p.pkg, p.version)
-		cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-tags", p.tags, "-ldflags", "-s -w "+p.ldflags, p.pkg+"@"+p.version)
-		cgo := "0"
-		if p.cgo {
-			cgo = "1"
-		}
-		cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED="+cgo, "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go install %s@%s: %w\n%s", p.pkg, p.version, err, out)
+		c.logf("%-24s go install %s@%s", "kind base image", p.Pkg, p.Version)
+		if _, err := p.Build(ctx, dir); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -319,15 +313,5 @@ func (c *Cluster) docker(ctx context.Context, args ...string) *exec.Cmd {
 
 // run runs a command with its output in log, and names the log when it fails.
 func (c *Cluster) run(ctx context.Context, log, name string, args ...string) error {
-	f, err := os.Create(log)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w; the last lines of %s:\n%s", name, strings.Join(args, " "), err, log, tail(log, 20))
-	}
-	return nil
+	return c.runCmd(exec.CommandContext(ctx, name, args...), log)
 }

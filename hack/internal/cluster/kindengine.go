@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,6 +39,15 @@ var EnginePackages = map[string]string{
 	"dockerd":     "docker.io",
 	"debootstrap": "debootstrap",
 }
+
+// The engine's default bridge, which the engine's containers without a network of
+// their own use (kind's node image build container): created by the engine's start
+// and deleted by its stop, so that the engine never shares docker0 with another.
+const (
+	engineBridge     = "carry-docker0"
+	engineBridgeAddr = "172.29.254.1"
+	engineBridgeCIDR = engineBridgeAddr + "/24"
+)
 
 // NewKind describes the kind clusters of a repository checkout: the engine and the
 // images live under _output/kind.
@@ -67,13 +77,16 @@ func (c *Cluster) StartEngine(ctx context.Context) error {
 	if err := InstallPackages(c.Log, EnginePackages); err != nil {
 		return err
 	}
+	if err := ensureBridge(engineBridge, engineBridgeCIDR); err != nil {
+		return err
+	}
 	config := map[string]any{
 		"hosts":          []string{c.DockerHost()},
 		"data-root":      c.path("docker"),
 		"exec-root":      c.path("exec"),
 		"pidfile":        c.path("exec", "dockerd.pid"),
 		"storage-driver": "overlay2",
-		"bridge":         "none",
+		"bridge":         engineBridge,
 		"iptables":       false,
 		"ip-masq":        false,
 		"log-driver":     "json-file",
@@ -108,9 +121,22 @@ func (c *Cluster) StartEngine(ctx context.Context) error {
 	})
 }
 
-// StopEngine stops the engine and removes what it mounted. Containers still
-// running are stopped by dockerd as it shuts down.
-func (c *Cluster) StopEngine() error {
+// StopEngine stops the engine and removes what it mounted and the bridges of its
+// networks. Containers still running are stopped by dockerd as it shuts down.
+func (c *Cluster) StopEngine(ctx context.Context) error {
+	var bridges []string
+	if _, ok := c.running("dockerd"); ok {
+		// The networks' bridges (kind's): dockerd keeps them when it stops.
+		out, err := c.docker(ctx, "network", "ls", "--filter", "driver=bridge", "--format", "{{.ID}} {{.Name}}").Output()
+		if err != nil {
+			return fmt.Errorf("listing the engine's networks: %w", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if id, name, ok := strings.Cut(line, " "); ok && name != "bridge" {
+				bridges = append(bridges, "br-"+id[:min(12, len(id))])
+			}
+		}
+	}
 	if err := c.stop("dockerd", time.Minute); err != nil {
 		return err
 	}
@@ -120,7 +146,31 @@ func (c *Cluster) StopEngine() error {
 			return err
 		}
 	}
+	for _, b := range append(bridges, engineBridge) {
+		if linkExists(b) {
+			if out, err := exec.Command("ip", "link", "delete", b).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip link delete %s: %v: %s", b, err, out)
+			}
+		}
+	}
 	return unmountUnder(c.Dir)
+}
+
+// ensureBridge creates a bridge with an address, unless it exists.
+func ensureBridge(name, cidr string) error {
+	if linkExists(name) {
+		return nil
+	}
+	for _, args := range [][]string{
+		{"link", "add", "name", name, "type", "bridge"},
+		{"addr", "add", cidr, "dev", name},
+		{"link", "set", name, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // dockerPing asks the engine's API whether it serves.

@@ -17,9 +17,11 @@ limitations under the License.
 package images
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -37,6 +39,11 @@ const (
 	KindKindnetd             = "docker.io/kindest/kindnetd:v20260820-69b56db7"
 	KindLocalPathProvisioner = "docker.io/kindest/local-path-provisioner:v20260820-69b56db7"
 	KindLocalPathHelper      = "docker.io/kindest/local-path-helper:v20260131-7181c60a"
+	// KindLoadBalancer is the image kind runs as the load balancer of clusters with
+	// several control-plane nodes: envoy, which is C++ and not packaged by Debian,
+	// so it is served by hack/cmd/kind-lb, which reads the configuration kind
+	// writes for envoy (docs/kind.md).
+	KindLoadBalancer = "docker.io/envoyproxy/envoy:v1.36.2"
 	// Flannel is the CNI of the fork's kind clusters (kindnetd cannot be built
 	// here, docs/kind.md), loaded into the nodes after they start.
 	Flannel = "ghcr.io/flannel-io/flannel:v0.28.10"
@@ -44,9 +51,9 @@ const (
 
 // The Go programs of those images, at the versions of the images.
 const (
-	coreDNSModule   = "github.com/coredns/coredns@v1.14.2"
-	localPathModule = "github.com/rancher/local-path-provisioner@v0.0.30"
-	flannelModule   = "github.com/flannel-io/flannel@v0.28.10"
+	coreDNSModule, coreDNSVersion     = "github.com/coredns/coredns", "v1.14.2"
+	localPathModule, localPathVersion = "github.com/rancher/local-path-provisioner", "v0.0.30"
+	flannelModule, flannelVersion     = "github.com/flannel-io/flannel", "v0.28.10"
 	// etcd's server module has replace directives, so it is built from a module of
 	// this repository that requires it: build/kind/etcd.
 	etcdModuleDir = "build/kind/etcd"
@@ -61,7 +68,7 @@ const kindnetdMessage = "kindnetd is not in this node image: its source cannot b
 
 // KindNode builds the images of KindNode's names: root is this repository, tree the
 // patched Kubernetes tree (for pause), work a scratch directory.
-func KindNode(root, tree, work string) (Set, error) {
+func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
 		return nil, err
@@ -70,15 +77,15 @@ func KindNode(root, tree, work string) (Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := goProgram(work, "etcd", filepath.Join(root, etcdModuleDir), etcdPackage)
+	etcd, err := GoProgram{Pkg: etcdPackage, ModuleDir: filepath.Join(root, etcdModuleDir)}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
-	coreDNS, err := goProgram(work, "coredns", "", coreDNSModule)
+	coreDNS, err := GoProgram{Pkg: coreDNSModule, Version: coreDNSVersion}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
-	localPath, err := goProgram(work, "local-path-provisioner", "", localPathModule)
+	localPath, err := GoProgram{Pkg: localPathModule, Version: localPathVersion}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
@@ -106,36 +113,84 @@ func KindNode(root, tree, work string) (Set, error) {
 // FlannelImage is flanneld on the busybox image: the DaemonSet of build/kind
 // (flannel.yaml) runs flanneld with the host-gw back end, and a busybox container
 // beside it writes the node's CNI configuration from flanneld's subnet file.
-func FlannelImage(work string) (v1.Image, error) {
+func FlannelImage(ctx context.Context, work string) (v1.Image, error) {
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
 		return nil, err
 	}
-	flanneld, err := goProgram(work, "flannel", "", flannelModule,
-		"-X github.com/flannel-io/flannel/pkg/version.Version=v0.28.10")
+	flanneld, err := GoProgram{Pkg: flannelModule, Version: flannelVersion,
+		Ldflags: "-X github.com/flannel-io/flannel/pkg/version.Version=" + flannelVersion}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
 	return programImage(busybox, "opt/bin/flanneld", flanneld, v1.Config{Entrypoint: []string{"/opt/bin/flanneld"}})
 }
 
-// goProgram builds a static program as release images do (no cgo, -trimpath): the
-// main package of a module at a version (go install pkg@version), or, with dir, the
-// package pkg as the module in dir requires it.
-func goProgram(work, program, dir, pkg string, ldflags ...string) ([]byte, error) {
-	bin := filepath.Join(work, "bin", program)
-	flags := []string{"-trimpath", "-ldflags", strings.Join(append([]string{"-s -w"}, ldflags...), " ")}
-	args := append(append([]string{"install"}, flags...), pkg)
-	if dir != "" {
-		args = append(append([]string{"build", "-C", dir}, flags...), "-o", bin, pkg)
+// LoadBalancerImage is hack/cmd/kind-lb of the repository at root, as envoy, on
+// busybox, whose shell runs kind's start command (bash -c).
+func LoadBalancerImage(ctx context.Context, root, work string) (v1.Image, error) {
+	busybox, err := Busybox("/bin/busybox")
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOBIN="+filepath.Dir(bin), "GOFLAGS=-mod=readonly")
-	if dir == "" {
-		cmd.Dir = work // outside this repository's module
+	lb, err := GoProgram{Pkg: "./hack/cmd/kind-lb", ModuleDir: root}.build(ctx, work)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Layer([]File{
+		{Path: "usr/local/bin/envoy", Mode: 0o755, Data: lb},
+		{Path: "bin/bash", Link: "busybox"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Image(busybox, v1.Config{}, l)
+}
+
+// GoProgram is a program built from its Go module, trimmed and stripped as
+// release builds are.
+type GoProgram struct {
+	Pkg     string // the main package
+	Version string // its module's version: go install Pkg@Version, the module's own go.mod
+	// ModuleDir, instead of Version: Pkg as the module in this directory requires it.
+	ModuleDir string
+	Tags      string
+	Ldflags   string
+	CGO       bool
+}
+
+// Build builds the program into dir, named after its package, and returns its path.
+func (p GoProgram) Build(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, path.Base(p.Pkg))
+	flags := []string{"-trimpath", "-tags", p.Tags, "-ldflags", strings.TrimSpace("-s -w " + p.Ldflags)}
+	args := append(append([]string{"install"}, flags...), p.Pkg+"@"+p.Version)
+	if p.ModuleDir != "" {
+		args = append(append([]string{"build", "-C", p.ModuleDir}, flags...), "-o", bin, p.Pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cgo := "0"
+	if p.CGO {
+		cgo = "1"
+	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS=linux", "GOARCH=amd64", "GOBIN="+dir, "GOFLAGS=")
+	if p.ModuleDir == "" {
+		cmd.Dir = dir // outside any module
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building %s (go %v): %v\n%s", program, args, err, out)
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// build builds the program into work/bin and reads it.
+func (p GoProgram) build(ctx context.Context, work string) ([]byte, error) {
+	dir := filepath.Join(work, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bin, err := p.Build(ctx, dir)
+	if err != nil {
+		return nil, err
 	}
 	return os.ReadFile(bin)
 }

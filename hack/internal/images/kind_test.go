@@ -49,16 +49,17 @@ func TestKindNamesMatchKindAndTheTree(t *testing.T) {
 	mustSay(filepath.Join(kind, "pkg/build/nodeimage/const_cni.go"), `kindnetdImage = "`+KindKindnetd+`"`)
 	mustSay(filepath.Join(kind, "pkg/build/nodeimage/const_storage.go"),
 		`storageProvisionerImage = "`+KindLocalPathProvisioner+`"`, `storageHelperImage = "`+KindLocalPathHelper+`"`)
+	mustSay(filepath.Join(kind, "pkg/cluster/internal/loadbalancer/const.go"), `Image = "`+KindLoadBalancer+`"`)
 	mustSay(filepath.Join(kind, "images/base/files/etc/containerd/config.toml"), `sandbox_image = "`+KindPause+`"`)
 
 	etcdTag := strings.TrimPrefix(KindEtcd, "registry.k8s.io/etcd:")
 	mustSay(filepath.Join(root, etcdModuleDir, "go.mod"), etcdPackage+" v"+strings.TrimSuffix(etcdTag, "-0"))
 	coreDNSTag := strings.TrimPrefix(KindCoreDNS, "registry.k8s.io/coredns/coredns:")
-	if !strings.HasSuffix(coreDNSModule, "@"+coreDNSTag) {
-		t.Errorf("CoreDNS is built from %s but named %s", coreDNSModule, KindCoreDNS)
+	if coreDNSVersion != coreDNSTag {
+		t.Errorf("CoreDNS is built at %s but named %s", coreDNSVersion, KindCoreDNS)
 	}
-	if !strings.HasSuffix(flannelModule, "@"+strings.TrimPrefix(Flannel, "ghcr.io/flannel-io/flannel:")) {
-		t.Errorf("flannel is built from %s but named %s", flannelModule, Flannel)
+	if flannelVersion != strings.TrimPrefix(Flannel, "ghcr.io/flannel-io/flannel:") {
+		t.Errorf("flannel is built at %s but named %s", flannelVersion, Flannel)
 	}
 
 	constants := filepath.Join(root, "_output", "kubernetes", "cmd", "kubeadm", "app", "constants", "constants.go")

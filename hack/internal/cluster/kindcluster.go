@@ -1,0 +1,160 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
+)
+
+// KindClusterName is the name of the fork's kind cluster.
+const KindClusterName = "kube-carry"
+
+// KindKubeconfig is the kind cluster's kubeconfig.
+func (c *Cluster) KindKubeconfig() string { return c.path("kubeconfig") }
+
+// KindUp creates the kind cluster from the node image and config (build/kind), unless
+// it exists, loads and starts its pod network (build/kind/flannel.yaml) and waits
+// until every node is Ready. The engine must run (StartEngine).
+func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
+	clusters, err := c.kindOutput(ctx, "get", "clusters")
+	if err != nil {
+		return err
+	}
+	if slices.Contains(strings.Fields(clusters), KindClusterName) {
+		c.logf("%-24s exists (make kind-down deletes it)", "kind cluster "+KindClusterName)
+	} else {
+		if err := c.loadLoadBalancer(ctx); err != nil {
+			return err
+		}
+		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+KindClusterName, c.rel(config), image)
+		if err := c.kind(ctx, "create", "cluster", "--name", KindClusterName, "--config", config,
+			"--image", image, "--kubeconfig", c.KindKubeconfig()); err != nil {
+			return err
+		}
+	}
+	if err := c.loadFlannel(ctx); err != nil {
+		return err
+	}
+	if err := c.kubectl(ctx, "apply", "-f", filepath.Join(c.base, "build", "kind", "flannel.yaml")); err != nil {
+		return err
+	}
+	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+KindClusterName)
+	return c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
+}
+
+// KindDown deletes the kind cluster, if the engine runs.
+func (c *Cluster) KindDown(ctx context.Context) error {
+	if _, ok := c.running("dockerd"); !ok {
+		return nil
+	}
+	return c.kind(ctx, "delete", "cluster", "--name", KindClusterName, "--kubeconfig", c.KindKubeconfig())
+}
+
+// loadFlannel builds flannel's image and loads it into the nodes.
+func (c *Cluster) loadFlannel(ctx context.Context) error {
+	work := c.path("flannel")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	img, err := images.FlannelImage(ctx, work)
+	if err != nil {
+		return err
+	}
+	archive, err := writeArchive(work, images.Flannel, img)
+	if err != nil {
+		return err
+	}
+	return c.kind(ctx, "load", "image-archive", archive, "--name", KindClusterName)
+}
+
+// loadLoadBalancer puts the image of kind's load balancer (images.KindLoadBalancer)
+// into the engine, unless it is there; kind uses it with several control planes.
+func (c *Cluster) loadLoadBalancer(ctx context.Context) error {
+	if c.docker(ctx, "image", "inspect", images.KindLoadBalancer).Run() == nil {
+		return nil
+	}
+	work := c.path("load-balancer")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	img, err := images.LoadBalancerImage(ctx, c.base, work)
+	if err != nil {
+		return err
+	}
+	archive, err := writeArchive(work, images.KindLoadBalancer, img)
+	if err != nil {
+		return err
+	}
+	return c.runCmd(c.docker(ctx, "load", "--input", archive), filepath.Join(work, "load.log"))
+}
+
+// writeArchive writes an image as a docker archive into dir.
+func writeArchive(dir, ref string, img v1.Image) (string, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return "", err
+	}
+	archive := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+	return archive, tarball.WriteToFile(archive, tag, img)
+}
+
+// kind runs the kind CLI go.mod pins on the engine, its output in the log.
+func (c *Cluster) kind(ctx context.Context, args ...string) error {
+	cmd := c.kindCmd(ctx, args...)
+	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kind %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func (c *Cluster) kindOutput(ctx context.Context, args ...string) (string, error) {
+	out, err := c.kindCmd(ctx, args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("kind %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+func (c *Cluster) kindCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "kind"}, args...)...)
+	cmd.Dir = c.base
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+c.DockerHost())
+	return cmd
+}
+
+// kubectl runs the fork's kubectl on the kind cluster, its output in the log.
+func (c *Cluster) kubectl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.KindKubeconfig()}, args...)...)
+	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}

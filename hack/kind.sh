@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# hack/kind.sh up|down: the fork's kind cluster (root; docs/kind.md).
+#   up    make kind-image, then a cluster of it from build/kind/cluster.yaml (one
+#         control plane, one worker; HA=1: build/kind/cluster-ha.yaml, three control
+#         planes behind kind's load balancer, one worker), its pod network, Ready nodes
+#   down  delete the cluster and stop the engine, leaving nothing running, mounted
+#         or linked
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+if [ "$(id -u)" != 0 ]; then
+  echo "error: the kind cluster runs on the project's own Docker engine (dockerd), which needs root" >&2
+  exit 1
+fi
+case ${1:-} in
+  up)
+    hack/kind-image.sh
+    config=build/kind/cluster.yaml
+    [ "${HA:-}" != 1 ] || config=build/kind/cluster-ha.yaml
+    "$OUT/tools/cluster" kind-up "$(cat "$OUT/kind/node-image")" "$config"
+    ;;
+  down)
+    go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+    "$OUT/tools/cluster" kind-down
+    ;;
+  *) echo "usage: hack/kind.sh up|down" >&2; exit 2 ;;
+esac
