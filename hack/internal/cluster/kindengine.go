@@ -80,6 +80,9 @@ func (c *Cluster) StartEngine(ctx context.Context) error {
 	if err := ensureBridge(engineBridge, engineBridgeCIDR); err != nil {
 		return err
 	}
+	if err := c.ensureLibModules(); err != nil {
+		return err
+	}
 	config := map[string]any{
 		"hosts":          []string{c.DockerHost()},
 		"data-root":      c.path("docker"),
@@ -146,6 +149,13 @@ func (c *Cluster) StopEngine(ctx context.Context) error {
 			return err
 		}
 	}
+	if _, err := os.Stat(c.path(libModulesMarker)); err == nil {
+		// Only while empty: something else may have put modules there since.
+		if err := os.Remove(libModules); err != nil && !os.IsNotExist(err) {
+			c.logf("%-24s left %s, which engine-up created: %v", "engine", libModules, err)
+		}
+		os.Remove(c.path(libModulesMarker))
+	}
 	for _, b := range append(bridges, engineBridge) {
 		if linkExists(b) {
 			if out, err := exec.Command("ip", "link", "delete", b).CombinedOutput(); err != nil {
@@ -154,6 +164,28 @@ func (c *Cluster) StopEngine(ctx context.Context) error {
 		}
 	}
 	return unmountUnder(c.Dir)
+}
+
+// kind mounts the host's kernel modules into its nodes, read-only; a machine
+// without them (a container, as this one) gets an empty folder while the engine
+// runs, and a marker that the engine's stop removes it.
+const (
+	libModules       = "/lib/modules"
+	libModulesMarker = "created-lib-modules"
+)
+
+func (c *Cluster) ensureLibModules() error {
+	if _, err := os.Stat(libModules); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path(libModulesMarker), nil, 0o644); err != nil {
+		return err
+	}
+	c.logf("%-24s this machine has no %s; kind mounts it into its nodes: an empty one until engine-down", "engine", libModules)
+	return os.Mkdir(libModules, 0o755)
 }
 
 // ensureBridge creates a bridge with an address, unless it exists.
