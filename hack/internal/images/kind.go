@@ -127,7 +127,7 @@ func FlannelImage(ctx context.Context, work string) (v1.Image, error) {
 }
 
 // LoadBalancerImage is hack/cmd/kind-lb of the repository at root, as envoy, on
-// busybox, whose shell runs kind's start command (bash -c).
+// busybox, with this machine's bash, which kind's start command names.
 func LoadBalancerImage(ctx context.Context, root, work string) (v1.Image, error) {
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
@@ -137,10 +137,11 @@ func LoadBalancerImage(ctx context.Context, root, work string) (v1.Image, error)
 	if err != nil {
 		return nil, err
 	}
-	l, err := Layer([]File{
-		{Path: "usr/local/bin/envoy", Mode: 0o755, Data: lb},
-		{Path: "bin/bash", Link: "busybox"},
-	})
+	bash, err := HostFiles([]string{"bash"}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bash and its libraries: %w", err)
+	}
+	l, err := Layer(append(bash, File{Path: "usr/local/bin/envoy", Mode: 0o755, Data: lb}))
 	if err != nil {
 		return nil, err
 	}
