@@ -91,7 +91,7 @@ func main() {
 	case "engine-down":
 		err = cluster.NewKind(root, os.Stdout).StopEngine(ctx)
 	case "status":
-		for _, l := range c.Leftovers() {
+		for _, l := range append(c.Leftovers(), cluster.NewKind(root, os.Stdout).EngineLeftovers()...) {
 			fmt.Println(l)
 		}
 	default:

@@ -163,7 +163,32 @@ func (c *Cluster) StopEngine(ctx context.Context) error {
 			}
 		}
 	}
-	return unmountUnder(c.Dir)
+	if err := unmountUnder(c.Dir); err != nil {
+		return err
+	}
+	if left := c.EngineLeftovers(); len(left) > 0 {
+		return fmt.Errorf("the engine left these behind:\n  %s", strings.Join(left, "\n  "))
+	}
+	return nil
+}
+
+// EngineLeftovers lists what of the engine is still on the machine: its processes
+// (dockerd, its containerd and shims), mounts, bridge and the /lib/modules it made.
+func (c *Cluster) EngineLeftovers() []string {
+	var left []string
+	for _, pid := range processesWith(c.Dir + "/") {
+		left = append(left, fmt.Sprintf("process %d of the kind engine", pid))
+	}
+	for _, mp := range mountsUnder(c.Dir) {
+		left = append(left, "mount "+mp)
+	}
+	if linkExists(engineBridge) {
+		left = append(left, "network device "+engineBridge)
+	}
+	if _, err := os.Stat(c.path(libModulesMarker)); err == nil {
+		left = append(left, libModules+" (made by engine-up)")
+	}
+	return left
 }
 
 // kind mounts the host's kernel modules into its nodes, read-only; a machine
