@@ -48,15 +48,15 @@ go mod download -modfile "$TESTOUT/download.mod" all >"$TESTOUT/mod-download.log
 download_pid=$!
 
 # What the VPA's end-to-end test (the last step) needs, built in the background at the
-# lowest priority so that it takes only the CPU the other steps leave idle (a fifth of
-# two cores over a cold run, docs/testing.md): metrics-server from the start (its own
-# module graph, which no other step compiles), the VPA's binaries once its unit tests
-# have compiled their packages (vpa_e2e_build). The e2e step waits for both and then
-# finds them built.
-nice -n 19 hack/vpa.sh metrics-server >"$TESTOUT/metrics-server.log" 2>&1 &
-e2e_build_pids=$!
-vpa_e2e_build() {
-  nice -n 19 hack/vpa.sh e2e-build >"$TESTOUT/vpa-e2e-build.log" 2>&1 &
+# lowest priority while the tests run, so that it takes the CPU they leave idle (a
+# fifth of two cores, docs/testing.md) instead of minutes at the end: metrics-server
+# (its own module graph, which no other step compiles) once verify's compiles are done
+# (during them both cores are busy, and a build beside them slowed them by more than
+# it saved), the VPA's binaries once its unit tests have compiled their packages.
+# The e2e step waits for both and then finds them built.
+e2e_build_pids=
+background_build() {
+  nice -n 19 hack/vpa.sh "$1" >"$TESTOUT/$1.log" 2>&1 &
   e2e_build_pids+=" $!"
 }
 
@@ -78,6 +78,8 @@ wait_packages() {
 
 echo "== verify"
 CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
+
+background_build metrics-server
 
 echo "== unit tests: this project's tools (race)"
 # Never rerun (the flake rule is for upstream tests); vetted by verify.
@@ -186,7 +188,7 @@ benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 hack/vpa.sh gates-on "$TESTOUT"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
-vpa_e2e_build
+background_build e2e-build
 wait_packages
 integration_tests kubernetes "$OUT/kubernetes"
 
