@@ -1,4 +1,19 @@
 #!/usr/bin/env bash
+
+# Copyright The Kubernetes Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # Installs into the kubernetes tree what upstream's code generators expect and the
 # module zips cannot give: protoc 23.4 is not installable here, so third_party/protoc
 # (where hack/lib/protoc.sh looks) gets this project's protoc-compatible front end

@@ -1,4 +1,19 @@
 #!/usr/bin/env bash
+
+# Copyright The Kubernetes Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # Static checks of the repository and the series: formatting, vet, pins, overlay
 # claims, that the series applies, and that its export round-trips.
 set -uo pipefail
@@ -14,6 +29,15 @@ vet_tree() {
   (cd "$dir" && go vet "${TEST_BUILD_FLAGS[@]}" $pkgs)
 }
 
+# The license header of every file of this repository, by upstream's own checker
+# (hack/boilerplate in the tree): the files the series adds in-tree are checked with
+# the tree by upstream's verify, this checks the project's own (hack/, build/, ...).
+boilerplate() {
+  local bp=$OUT/kubernetes/hack/boilerplate out
+  out=$(git ls-files -z | xargs -0 python3 "$bp/boilerplate.py" --rootdir "$ROOT" --boilerplate-dir "$bp") || return 1
+  [ -z "$out" ] || { echo "without upstream's license header (hack/boilerplate/boilerplate.*.txt):"; echo "$out"; return 1; }
+}
+
 check gofmt-hack gofmt_hack
 # go vet compiles what it checks and its dependencies, with the tests' flags so that
 # they reuse those compiles. One run with the cluster tests' tags: vet's results for
@@ -22,6 +46,7 @@ check vet-hack go vet "${TEST_BUILD_FLAGS[@]}" -tags smoke,vpae2e ./hack/...
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree
+check boilerplate boilerplate
 check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
 check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 check export-roundtrip "$SERIES" roundtrip
