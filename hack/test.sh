@@ -117,8 +117,9 @@ unit_tests() {
   rm -rf "$tmp"
   "$SUMMARY" "$TESTOUT/$up-unit.json" | tail -n 1
 }
-# benchmarks UPSTREAM MODULE_DIR: the benchmarks this project adds, run once each, so
-# that they keep working (their numbers are measured with longer runs, see docs/).
+# benchmarks UPSTREAM MODULE_DIR: the benchmarks this project adds, run once each
+# with -short (their smallest sizes), so that they keep working (their numbers are
+# measured with longer runs, see docs/).
 benchmarks() {
   local up=$1 dir=$2 files pkgs=() f
   files=$(cat patches/"$up"/*/files 2>/dev/null | grep '_test\.go$' || true)
@@ -127,7 +128,7 @@ benchmarks() {
   done
   [ ${#pkgs[@]} -gt 0 ] || return 0
   CHECKS_JSON=$TESTOUT/$up-benchmarks.json CHECKS_PKG=benchmarks \
-    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test ${TEST_BUILD_FLAGS[*]} -vet=off -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
+    check "$up-benchmarks-run-once" bash -c "cd '$dir' && go test ${TEST_BUILD_FLAGS[*]} -vet=off -short -run '^\$' -bench . -benchtime 1x ${pkgs[*]}"
 }
 # gates_on_tests: the Kubernetes packages of the series once more, with every
 # feature gate the series adds turned on (the unit tests run them at their defaults).

@@ -112,6 +112,9 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 				name = "node"
 			}
 			b.Run(fmt.Sprintf("%s/nodes=%d", name, nodes), func(b *testing.B) {
+				if testing.Short() && nodes > 100 {
+					b.Skip("the larger clusters are for measuring, not for -short runs")
+				}
 				before := heapInUse()
 				f := newNodeScopeFixture(b, scope, nil)
 				if scope != "" {
