@@ -28,14 +28,17 @@ if [ "$tarball_only" != --tarball-only ] && [ "$(id -u)" != 0 ]; then
   echo "error: make kind-image runs the project's own Docker engine (dockerd), which needs root" >&2
   exit 1
 fi
+if [ "$tarball_only" != --tarball-only ]; then
+  # The engine's packages include the kube-proxy tools the tarball's image carries.
+  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+  go build -o "$OUT/tools/runc-dropcaps" ./hack/cmd/runc-dropcaps
+  "$OUT/tools/cluster" engine-up
+fi
 WHAT="cmd/kubeadm cmd/kubelet cmd/kubectl cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kube-proxy" hack/build.sh
 tarball=$OUT/kind/kubernetes-server-linux-amd64.tar.gz
 go run ./hack/cmd/images release-tarball "$tarball"
 [ "$tarball_only" = --tarball-only ] && exit 0
 
-go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
-go build -o "$OUT/tools/runc-dropcaps" ./hack/cmd/runc-dropcaps
-"$OUT/tools/cluster" engine-up
 version=$(cat "$OUT/bin/VERSION")
 image=kube-carry/node:${version//+/_}
 # The image of this tarball is built once: its digest is recorded beside the name.

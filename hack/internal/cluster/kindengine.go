@@ -32,12 +32,16 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/dropcaps"
 )
 
-// EnginePackages are the Debian packages of the kind engine, by the command each
-// provides: Docker's engine (with Debian's containerd and runc) and debootstrap,
-// which makes the base image's root file system.
+// EnginePackages are the Debian packages of the kind engine and its images, by the
+// command each provides: Docker's engine (with Debian's containerd and runc),
+// debootstrap, which makes the base image's root file system, and the tools the
+// kube-proxy image of the release tarball carries from this machine.
 var EnginePackages = map[string]string{
 	"dockerd":     "docker.io",
 	"debootstrap": "debootstrap",
+	"iptables":    "iptables",
+	"conntrack":   "conntrack",
+	"nft":         "nftables",
 }
 
 // The engine's default bridge, which the engine's containers without a network of
