@@ -65,7 +65,9 @@ var kindBasePrograms = func() []kindBaseProgram {
 		{images.GoProgram{Pkg: "github.com/containerd/containerd/v2/cmd/ctr", Version: containerd, Tags: ctrdTags, Ldflags: ctrdFlags, CGO: true}, "/usr/local/bin/ctr"},
 		{images.GoProgram{Pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", Version: containerd, Tags: ctrdTags, Ldflags: ctrdFlags, CGO: true}, "/usr/local/bin/containerd-shim-runc-v2"},
 		{images.GoProgram{Pkg: "github.com/opencontainers/runc", Version: runc, Tags: "seccomp urfave_cli_no_docs", Ldflags: "-X main.version=" + strings.TrimPrefix(runc, "v"), CGO: true}, "/usr/local/sbin/runc"},
-		{images.GoProgram{Pkg: "sigs.k8s.io/cri-tools/cmd/crictl", Version: crictl, Ldflags: "-X sigs.k8s.io/cri-tools/pkg/version.Version=" + crictl}, "/usr/local/bin/crictl"},
+		// go install crictl@version fails: the proxy refuses cri-tools' version list,
+		// which go install reads for deprecations. build/kind/crictl pins crictl.
+		{images.GoProgram{Pkg: "sigs.k8s.io/cri-tools/cmd/crictl", ModuleDir: "build/kind/crictl", Ldflags: "-X sigs.k8s.io/cri-tools/pkg/version.Version=" + crictl}, "/usr/local/bin/crictl"},
 	}
 	for _, plugin := range []string{"ipam/host-local", "main/loopback", "main/ptp", "meta/portmap"} {
 		p = append(p, kindBaseProgram{images.GoProgram{Pkg: "github.com/containernetworking/plugins/plugins/" + plugin, Version: cni}, "/opt/cni/bin/" + path.Base(plugin)})
@@ -214,7 +216,10 @@ func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
 		return err
 	}
 	for _, p := range kindBasePrograms {
-		c.logf("%-24s go install %s@%s", "kind base image", p.Pkg, p.Version)
+		c.logf("%-24s go install %s@%s%s", "kind base image", p.Pkg, p.Version, p.ModuleDir)
+		if p.ModuleDir != "" {
+			p.ModuleDir = filepath.Join(c.base, p.ModuleDir)
+		}
 		if _, err := p.Build(ctx, dir); err != nil {
 			return err
 		}
