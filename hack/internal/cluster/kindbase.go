@@ -150,9 +150,8 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 	tar := exec.CommandContext(ctx, "tar", "-C", rootfs, "--numeric-owner", "-c", ".")
 	imp := c.docker(ctx, "import",
 		"--change", "ENV container=docker",
-		"--change", "STOPSIGNAL SIGRTMIN+3",
 		"--change", `ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]`,
-		"-", nodeimage.DefaultBaseImage)
+		"-", kindBaseImport)
 	pipe, err := tar.StdoutPipe()
 	if err != nil {
 		return err
@@ -162,14 +161,27 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 		return err
 	}
 	out, impErr := imp.CombinedOutput()
-	if err := tar.Wait(); err != nil {
-		return fmt.Errorf("tar of %s: %w", rootfs, err)
-	}
+	pipe.Close() // should the import stop early, tar stops too
+	tarErr := tar.Wait()
 	if impErr != nil {
 		return fmt.Errorf("docker import: %w: %s", impErr, out)
 	}
+	if tarErr != nil {
+		return fmt.Errorf("tar of %s: %w", rootfs, tarErr)
+	}
+	// The engine's import takes no STOPSIGNAL; a build from the import adds it,
+	// without a layer (systemd stops on SIGRTMIN+3).
+	err = c.dockerBuild(ctx, filepath.Join(work, "stopsignal"), nodeimage.DefaultBaseImage,
+		"FROM "+kindBaseImport+"\nSTOPSIGNAL SIGRTMIN+3\n", nil)
+	c.docker(context.WithoutCancel(ctx), "image", "rm", kindBaseImport).Run()
+	if err != nil {
+		return err
+	}
 	return os.RemoveAll(rootfs)
 }
+
+// kindBaseImport is the name of the base image's root as imported, before its stop signal.
+const kindBaseImport = "kube-carry/kind-base-import:latest"
 
 // hostAptFiles are what apt inside the root needs of this machine's settings to
 // reach its package mirror.
