@@ -16,7 +16,7 @@
 
 # make kind-image: the fork's kind node image, built offline with kind's own
 # `kind build node-image` on the project's Docker engine (root; docs/kind.md). It
-# prints the image's name and writes it to _output/kind/node-image.
+# prints the image's name and writes it to _output/kind/node-image.name.
 # make kind-tarball (--tarball-only): only the release tarball it is built from, no
 # engine needed.
 set -euo pipefail
@@ -51,6 +51,6 @@ else
   "$OUT/tools/cluster" kind-image "$tarball" "$image"
   echo "$sum" >"$OUT/kind/node-image.sha256"
 fi
-echo "$image" >"$OUT/kind/node-image"
+echo "$image" >"$OUT/kind/node-image.name"
 echo "built $image; on the engine (export DOCKER_HOST=unix://$OUT/kind/docker.sock):"
 echo "  go tool kind create cluster --config build/kind/cluster.yaml --image $image"

@@ -32,7 +32,7 @@ case ${1:-} in
     hack/kind-image.sh
     config=build/kind/cluster.yaml
     [ "${HA:-}" != 1 ] || config=build/kind/cluster-ha.yaml
-    "$OUT/tools/cluster" kind-up "$(cat "$OUT/kind/node-image")" "$config"
+    "$OUT/tools/cluster" kind-up "$(cat "$OUT/kind/node-image.name")" "$config"
     ;;
   down)
     go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
