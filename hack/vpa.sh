@@ -55,7 +55,7 @@ crds() {
     (cd "$(mktemp -d)" && GOBIN=$VPAOUT/tools go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version")
   fi
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
   # As hack/generate-crd-yaml.sh: controller-gen always fails on the int map keys.
   (cd "$TREE" && "$cg" crd:allowDangerousTypes=true paths="./pkg/apis/..." output:crd:dir="$work") >"$work/errors.log" 2>&1 || :
   if grep -v -e 'map keys must be strings, not int' -e 'not all generators ran successfully' -e 'usage' "$work/errors.log"; then
@@ -115,6 +115,9 @@ e2e() {
   fi
 }
 
+# e2e_build: what the end-to-end test runs.
+e2e_build() { tree && build --test-flags && crds && metrics_server; }
+
 # gates: the VPA feature gates the series adds, as NAME=true,...
 gates() {
   sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' patches/autoscaler/*/upstream.patch | sort -u | paste -sd, -
@@ -137,7 +140,7 @@ gates_on() {
   [ -n "$g" ] || return 0
   echo "== unit tests: autoscaler with $g"
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   # One added file per package sets the gates (the tree stays untouched).
   while read -r dir name path; do
     i=$((i + 1))
@@ -163,8 +166,8 @@ case ${1:-build} in
   crds) tree && crds ;;
   test) tree && gates_off "${2:-}" && gates_on "${2:-}" ;;
   gates-on) tree && gates_on "${2:-}" ;;
-  e2e) tree && build --test-flags && crds && metrics_server && e2e "${2:-}" ;;
-  e2e-build) tree && build --test-flags && crds && metrics_server ;;
+  e2e) e2e_build && e2e "${2:-}" ;;
+  e2e-build) e2e_build ;;
   metrics-server) metrics_server ;;
   *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server]" >&2; exit 2 ;;
 esac

@@ -47,9 +47,11 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down"
+
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down")
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
@@ -58,7 +60,7 @@ func main() {
 	if os.Args[1] == "up" {
 		upFlags.Parse(os.Args[2:])
 	} else if len(os.Args) != 2+args {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down")
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
 	root, err := os.Getwd()
@@ -111,7 +113,7 @@ func main() {
 			fmt.Println(l)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (up, down, status, slow-registry, packages, e2e-images, engine-up, engine-down, kind-base, kind-image, kind-up, kind-down)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (%s)", os.Args[1], usage)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

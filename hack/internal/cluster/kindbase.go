@@ -228,7 +228,7 @@ func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
 		return err
 	}
 	for _, p := range kindBasePrograms {
-		c.logf("%-24s go install %s@%s%s", "kind base image", p.Pkg, p.Version, p.ModuleDir)
+		c.logf("%-24s building %s", "kind base image", p)
 		if p.ModuleDir != "" {
 			p.ModuleDir = filepath.Join(c.base, p.ModuleDir)
 		}

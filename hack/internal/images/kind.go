@@ -160,6 +160,14 @@ type GoProgram struct {
 	CGO       bool
 }
 
+// String names the program and the module graph it is built from.
+func (p GoProgram) String() string {
+	if p.ModuleDir != "" {
+		return p.Pkg + " (as " + p.ModuleDir + "/go.mod requires it)"
+	}
+	return p.Pkg + "@" + p.Version
+}
+
 // Build builds the program into dir, named after its package, and returns its path.
 func (p GoProgram) Build(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, path.Base(p.Pkg))
