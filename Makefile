@@ -59,16 +59,16 @@ cluster-down: preflight
 	@_output/tools/cluster down
 
 ## e2e: upstream e2e.test on the local cluster: this project's tests and the smoke subset (root)
-e2e: tools
+e2e: tree
 	@hack/preflight.sh root
 	@hack/e2e.sh
 
 ## kind-image: the fork's kind node image, built offline on the project's own Docker engine (root)
-kind-image: tools
+kind-image: tree
 	@hack/kind-image.sh
 
 ## kind-up: a kind cluster of the fork (root): one control plane and a worker; HA=1: three control planes
-kind-up: tools
+kind-up: tree
 	@hack/kind.sh up
 
 ## kind-down: delete the kind cluster and stop the project's Docker engine
@@ -76,7 +76,7 @@ kind-down: tools
 	@hack/kind.sh down
 
 ## kind-tarball: the release tarball kind reads (kind build node-image --type file), no Docker needed
-kind-tarball: tools
+kind-tarball: tree
 	@hack/kind-image.sh --tarball-only
 
 ## save: write edits made in the trees back into patches/ and the overlay (GROUP=name for new paths)
