@@ -29,6 +29,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-carry/kube-carry/hack/internal/dropcaps"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
@@ -52,6 +56,13 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 		if err := c.loadLoadBalancer(ctx); err != nil {
 			return err
 		}
+		missing, err := dropcaps.Missing()
+		if err != nil {
+			return err
+		}
+		if config, err = c.kindConfig(config, missing); err != nil {
+			return err
+		}
 		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+KindClusterName, c.rel(config), image)
 		if err := c.kind(ctx, "create", "cluster", "--name", KindClusterName, "--config", config,
 			"--image", image, "--kubeconfig", c.KindKubeconfig()); err != nil {
@@ -66,6 +77,40 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	}
 	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+KindClusterName)
 	return c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
+}
+
+// restrictOOMScoreAdj is the containerd configuration patch (kind's config.toml,
+// version 2) that keeps the CRI plugin from giving a container an oom_score_adj below
+// containerd's own, as kind's entrypoint does for rootless nodes.
+const restrictOOMScoreAdj = `[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+`
+
+// kindConfig returns the cluster configuration to create the cluster from: config,
+// or, when the capability bounding set lacks CAP_SYS_RESOURCE, a copy of it in the
+// kind folder whose nodes' containerd restricts oom_score_adj. Without that
+// capability nothing in a node may lower an oom_score_adj, and the kubelet asks for
+// -998 for every pod sandbox: runc would fail every sandbox ("failed to update
+// /proc/self/oom_score_adj: Permission denied") and no static pod would start.
+func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
+	if !slices.Contains(missing, "CAP_SYS_RESOURCE") {
+		return config, nil
+	}
+	data, err := os.ReadFile(config)
+	if err != nil {
+		return "", err
+	}
+	var cluster kindv1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(data, &cluster); err != nil {
+		return "", fmt.Errorf("%s: %w", config, err)
+	}
+	cluster.ContainerdConfigPatches = append(cluster.ContainerdConfigPatches, restrictOOMScoreAdj)
+	if data, err = yaml.Marshal(&cluster); err != nil {
+		return "", err
+	}
+	derived := c.path(filepath.Base(config))
+	c.logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+KindClusterName, c.rel(derived))
+	return derived, os.WriteFile(derived, data, 0o644)
 }
 
 // KindDown deletes the kind cluster, if the engine runs.

@@ -1,0 +1,85 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cluster
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+)
+
+// Without CAP_SYS_RESOURCE, kind gets a copy of each committed config that differs
+// only by the containerd patch; with it, the committed config itself.
+func TestKindConfigRestrictsOOMScoreAdjWithoutSysResource(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+	for _, name := range []string{"cluster.yaml", "cluster-ha.yaml"} {
+		config := filepath.Join(root, "build", "kind", name)
+		c := NewKind(t.TempDir(), io.Discard)
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+
+		got, err := c.kindConfig(config, []string{"CAP_BPF"})
+		if err != nil || got != config {
+			t.Errorf("%s with CAP_SYS_RESOURCE: got %q, %v; want the committed config", name, got, err)
+		}
+
+		got, err = c.kindConfig(config, []string{"CAP_SYS_RESOURCE"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got == config || filepath.Dir(got) != c.Dir {
+			t.Fatalf("%s: derived config %q, want a copy in %s", name, got, c.Dir)
+		}
+		want, derived := readKindConfig(t, config), readKindConfig(t, got)
+		want.ContainerdConfigPatches = append(want.ContainerdConfigPatches, restrictOOMScoreAdj)
+		if !reflect.DeepEqual(derived, want) {
+			t.Errorf("%s: derived config\n%+v\nwant\n%+v", name, derived, want)
+		}
+	}
+}
+
+func TestKindConfigRejectsUnknownFields(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(config, []byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodez: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := NewKind(t.TempDir(), io.Discard)
+	if _, err := c.kindConfig(config, []string{"CAP_SYS_RESOURCE"}); err == nil {
+		t.Error("a config with an unknown field was accepted")
+	}
+}
+
+func readKindConfig(t *testing.T, path string) kindv1alpha4.Cluster {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c kindv1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return c
+}
