@@ -43,7 +43,7 @@ const KindClusterName = "kube-carry"
 func (c *Cluster) KindKubeconfig() string { return c.path("kubeconfig") }
 
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
-// it exists, loads and starts its pod network (build/kind/flannel.yaml) and waits
+// it exists, loads and starts its pod network (build/kind/pod-network.yaml) and waits
 // until every node is Ready. The engine must run (StartEngine).
 func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	clusters, err := c.kindOutput(ctx, "get", "clusters")
@@ -69,10 +69,10 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 			return err
 		}
 	}
-	if err := c.loadFlannel(ctx); err != nil {
+	if err := c.loadPodNetwork(ctx); err != nil {
 		return err
 	}
-	if err := c.kubectl(ctx, "apply", "-f", filepath.Join(c.base, "build", "kind", "flannel.yaml")); err != nil {
+	if err := c.kubectl(ctx, "apply", "-f", filepath.Join(c.base, "build", "kind", "pod-network.yaml")); err != nil {
 		return err
 	}
 	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+KindClusterName)
@@ -121,17 +121,17 @@ func (c *Cluster) KindDown(ctx context.Context) error {
 	return c.kind(ctx, "delete", "cluster", "--name", KindClusterName, "--kubeconfig", c.KindKubeconfig())
 }
 
-// loadFlannel builds flannel's image and loads it into the nodes.
-func (c *Cluster) loadFlannel(ctx context.Context) error {
-	work := c.path("flannel")
+// loadPodNetwork builds the pod network's image and loads it into the nodes.
+func (c *Cluster) loadPodNetwork(ctx context.Context) error {
+	work := c.path("pod-network")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	img, err := images.FlannelImage(ctx, work)
+	img, err := images.PodNetworkImage(filepath.Join(c.Bin, "kubectl"))
 	if err != nil {
 		return err
 	}
-	archive, err := writeArchive(work, images.Flannel, img)
+	archive, err := writeArchive(work, images.PodNetwork, img)
 	if err != nil {
 		return err
 	}

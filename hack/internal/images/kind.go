@@ -44,16 +44,16 @@ const (
 	// so it is served by hack/cmd/kind-lb, which reads the configuration kind
 	// writes for envoy (docs/kind.md).
 	KindLoadBalancer = "docker.io/envoyproxy/envoy:v1.36.2"
-	// Flannel is the CNI of the fork's kind clusters (kindnetd cannot be built
-	// here, docs/kind.md), loaded into the nodes after they start.
-	Flannel = "ghcr.io/flannel-io/flannel:v0.28.10"
+	// PodNetwork is the image of the fork's kind clusters' pod network
+	// (build/kind/pod-network.yaml; kindnetd cannot be built here, docs/kind.md),
+	// loaded into the nodes after they start.
+	PodNetwork = "kube-carry/kind-pod-network:latest"
 )
 
 // The Go programs of those images, at the versions of the images.
 const (
 	coreDNSModule, coreDNSVersion     = "github.com/coredns/coredns", "v1.14.2"
 	localPathModule, localPathVersion = "github.com/rancher/local-path-provisioner", "v0.0.30"
-	flannelModule, flannelVersion     = "github.com/flannel-io/flannel", "v0.28.10"
 	// etcd's server module has replace directives, so it is built from a module of
 	// this repository that requires it: build/kind/etcd.
 	etcdModuleDir = "build/kind/etcd"
@@ -110,20 +110,22 @@ func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	return set, nil
 }
 
-// FlannelImage is flanneld on the busybox image: the DaemonSet of build/kind
-// (flannel.yaml) runs flanneld with the host-gw back end, and a busybox container
-// beside it writes the node's CNI configuration from flanneld's subnet file.
-func FlannelImage(ctx context.Context, work string) (v1.Image, error) {
+// PodNetworkImage is the fork's kubectl on the busybox image: the DaemonSet of
+// build/kind/pod-network.yaml lists the nodes with it and sets their routes and CNI
+// configuration with busybox.
+func PodNetworkImage(kubectl string) (v1.Image, error) {
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
 		return nil, err
 	}
-	flanneld, err := GoProgram{Pkg: flannelModule, Version: flannelVersion,
-		Ldflags: "-X github.com/flannel-io/flannel/pkg/version.Version=" + flannelVersion}.build(ctx, work)
+	data, err := os.ReadFile(kubectl)
 	if err != nil {
 		return nil, err
 	}
-	return programImage(busybox, "opt/bin/flanneld", flanneld, v1.Config{Entrypoint: []string{"/opt/bin/flanneld"}})
+	return programImage(busybox, "usr/local/bin/kubectl", data, v1.Config{
+		Env: []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Cmd: []string{"sh"},
+	})
 }
 
 // LoadBalancerImage is hack/cmd/kind-lb of the repository at root, as envoy, on
