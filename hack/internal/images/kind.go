@@ -61,10 +61,11 @@ const (
 )
 
 // kindnetdMessage is what the stand-in for kindnetd says: kindnetd's source is not
-// served by the Go module proxy, so clusters of this node image run flannel.
+// served by the Go module proxy, so clusters of this node image run
+// build/kind/pod-network.yaml instead.
 const kindnetdMessage = "kindnetd is not in this node image: its source cannot be built offline. " +
 	"Create clusters of this image with networking.disableDefaultCNI: true and a CNI of your own " +
-	"(the fork's kind clusters run flannel, docs/kind.md)."
+	"(the fork's kind clusters apply build/kind/pod-network.yaml, docs/kind.md)."
 
 // KindNode builds the images of KindNode's names: root is this repository, tree the
 // patched Kubernetes tree (for pause), work a scratch directory.
