@@ -48,6 +48,11 @@ version=$("$ROOT/_output/tools/series" version)
 state=clean
 [[ $version == *.dirty ]] && state=dirty
 mkdir -p "$ROOT/_output/bin"
+# The build date upstream stamps into every binary (kube::version::ldflags) is the
+# tree commit's, unless the caller sets one: the same tree then builds the same
+# binaries, and the kind node image of an unchanged tree is not built again.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$TREE" log -1 --format=%ct)}
+export SOURCE_DATE_EPOCH
 if [ "${1:-}" = --test-flags ]; then
   echo "building $WHAT at $version with make test's go test flags (${TEST_BUILD_FLAGS[*]})"
   ldflags=$(cd "$TREE" && KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state" bash -c 'source hack/lib/init.sh && kube::version::ldflags')
