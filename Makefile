@@ -19,7 +19,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -70,6 +70,10 @@ kind-image: tree
 ## kind-up: a kind cluster of the fork (root): one control plane and a worker; HA=1: three control planes
 kind-up: tree
 	@hack/kind.sh up
+
+## kind-e2e: upstream e2e.test on the kind cluster as kind's CI runs it: this project's specs and the smoke subset (FOCUS= to choose; root)
+kind-e2e: tree
+	@hack/kind-e2e.sh
 
 ## kind-down: delete the kind cluster and stop the project's Docker engine
 kind-down: tools

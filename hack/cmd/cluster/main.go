@@ -32,6 +32,9 @@ limitations under the License.
 //	                tarball with kind build node-image, offline (engine-up first)
 //	cluster kind-up IMAGE CONFIG  create the kind cluster of the node image with a
 //	                config of build/kind, start its pod network, wait until Ready
+//	cluster kind-e2e-images  build the images of upstream's e2e tests (pause, busybox,
+//	                agnhost) under their upstream names and load them into the kind
+//	                cluster's nodes (make kind-e2e)
 //	cluster kind-down    delete the kind cluster and stop the engine
 package main
 
@@ -47,7 +50,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-e2e-images|kind-down"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -101,6 +104,8 @@ func main() {
 		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
 			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", cluster.KindClusterName, k.KindKubeconfig())
 		}
+	case "kind-e2e-images":
+		err = cluster.NewKind(root, os.Stdout).KindLoadE2EImages(ctx)
 	case "kind-down":
 		k := cluster.NewKind(root, os.Stdout)
 		if err = k.KindDown(ctx); err == nil {

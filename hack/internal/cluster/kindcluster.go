@@ -19,6 +19,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,38 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 		return err
 	}
 	return c.kind(ctx, "load", "image-archive", archive, "--name", KindClusterName)
+}
+
+// KindLoadE2EImages builds the images upstream's e2e tests use that this project
+// builds (pause, busybox, agnhost), named as upstream's test/utils/image names them
+// by default, and loads them into every node of the kind cluster: the tests' pods
+// find them there, and no repository list is needed.
+func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
+	work := c.path("e2e-images")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	names := images.Names{Registry: "registry.k8s.io"}
+	set, err := images.Standard(c.Tree, work, names, nil)
+	if err != nil {
+		return err
+	}
+	e2e, err := images.E2E(c.Tree, work, names)
+	if err != nil {
+		return err
+	}
+	maps.Copy(set, e2e)
+	for _, ref := range slices.Sorted(maps.Keys(set)) {
+		archive, err := writeArchive(work, ref, set[ref])
+		if err != nil {
+			return err
+		}
+		c.logf("%-24s loading %s", "kind cluster "+KindClusterName, ref)
+		if err := c.kind(ctx, "load", "image-archive", archive, "--name", KindClusterName); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadLoadBalancer puts the image of kind's load balancer (images.KindLoadBalancer)
