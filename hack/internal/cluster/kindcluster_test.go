@@ -22,10 +22,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
 // Without CAP_SYS_RESOURCE, kind gets a copy of each committed config that differs
@@ -82,4 +87,33 @@ func readKindConfig(t *testing.T, path string) kindv1alpha4.Cluster {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return c
+}
+
+// The pod network's DaemonSet runs the image make kind-up loads, never pulled.
+func TestPodNetworkManifestRunsTheLoadedImage(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	manifest := filepath.Join(filepath.Dir(file), "..", "..", "..", "build", "kind", "pod-network.yaml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var containers int
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var ds appsv1.DaemonSet
+		if err := yaml.Unmarshal([]byte(doc), &ds); err != nil {
+			t.Fatal(err)
+		}
+		if ds.Kind != "DaemonSet" {
+			continue
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			containers++
+			if c.Image != images.PodNetwork || c.ImagePullPolicy != corev1.PullNever {
+				t.Errorf("container %s runs %s (%s), want %s never pulled", c.Name, c.Image, c.ImagePullPolicy, images.PodNetwork)
+			}
+		}
+	}
+	if containers == 0 {
+		t.Error("no DaemonSet container in the manifest")
+	}
 }
