@@ -29,10 +29,8 @@ go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
 "$OUT/tools/cluster" up
 "$OUT/tools/cluster" e2e-images
 
-# This project's own e2e tests: its features' labels.
-ours='\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]'
-smoke=$(grep -v '^#' hack/e2e-smoke.txt | grep -v '^$' | paste -sd'|')
-focus="${E2E_FOCUS:-$ours|$smoke}"
+# This project's own e2e tests and the smoke subset (lib.sh e2e_focus).
+focus="${E2E_FOCUS:-$(e2e_focus)}"
 report=$OUT/e2e
 mkdir -p "$report"
 export KUBE_TEST_REPO_LIST=$OUT/cluster/etc/image-repos.yaml

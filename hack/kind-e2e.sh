@@ -35,9 +35,7 @@ hack/kind.sh up
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 "$OUT/tools/cluster" kind-e2e-images
 
-ours='\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]'
-smoke=$(grep -v '^#' hack/e2e-smoke.txt | grep -v '^$' | paste -sd'|')
-FOCUS=${FOCUS:-"$ours|$smoke"}
+FOCUS=${FOCUS:-$(e2e_focus)}
 # hack/kind-e2e-skip.txt: one regular expression a line, then " # " and the reason.
 listed=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-skip.txt | paste -sd'|')
 SKIP='\[Disruptive\]|\[Flaky\]'${listed:+"|$listed"}

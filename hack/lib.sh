@@ -23,6 +23,14 @@ tools() {
   (cd "$ROOT" && go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary)
 }
 
+# The default focus of make e2e and make kind-e2e: this project's own e2e specs (its
+# features' labels) and the upstream smoke subset of hack/e2e-smoke.txt.
+e2e_focus() {
+  local smoke
+  smoke=$(grep -v '^#' "$ROOT/hack/e2e-smoke.txt" | grep -v '^$' | paste -sd'|')
+  echo '\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]|'"$smoke"
+}
+
 # The build flags of every compile make test does, in the trees and in hack/: go vet,
 # the tests and the test builds share their compiles only while these are the same
 # (docs/testing.md). -race as upstream's make test (KUBE_RACE).
