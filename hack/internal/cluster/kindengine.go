@@ -34,11 +34,14 @@ import (
 
 // EnginePackages are the Debian packages of the kind engine and its images, by the
 // command each provides: Docker's engine (with Debian's containerd and runc),
-// debootstrap, which makes the base image's root file system, and the tools the
-// kube-proxy image of the release tarball carries from this machine.
+// debootstrap, which makes the base image's root file system, the tools the
+// kube-proxy image of the release tarball carries from this machine, and what the
+// images built here are made of (busybox; gcc for pause).
 var EnginePackages = map[string]string{
 	"dockerd":     "docker.io",
 	"debootstrap": "debootstrap",
+	"busybox":     "busybox-static",
+	"gcc":         "gcc",
 	"iptables":    "iptables",
 	"conntrack":   "conntrack",
 	"nft":         "nftables",
