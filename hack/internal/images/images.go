@@ -48,6 +48,13 @@ const (
 	PauseTag   = "3.10.2"
 	BusyboxTag = "1.37.0-1"
 	AgnhostTag = "2.63.0"
+	// The images of test/images that Conformance specs start besides those
+	// (images.ConformanceExtras).
+	AgnhostPrevTag = "2.55"
+	KittenTag      = "1.8"
+	NautilusTag    = "1.8"
+	NonewprivsTag  = "1.4"
+	NonRootTag     = "1.5"
 )
 
 // epoch is the timestamp of every file and image, so that builds are reproducible.
@@ -269,6 +276,9 @@ type Names struct{ Registry string }
 func (n Names) Pause() string   { return n.Registry + "/pause:" + PauseTag }
 func (n Names) Busybox() string { return n.Registry + "/e2e-test-images/busybox:" + BusyboxTag }
 func (n Names) Agnhost() string { return n.Registry + "/e2e-test-images/agnhost:" + AgnhostTag }
+func (n Names) e2e(name, tag string) string {
+	return n.Registry + "/e2e-test-images/" + name + ":" + tag
+}
 func (n Names) Synthetic(mib int) string {
 	return fmt.Sprintf("%s/carry/synthetic:%dmib", n.Registry, mib)
 }
@@ -306,4 +316,46 @@ func E2E(tree, work string, n Names) (Set, error) {
 		return nil, err
 	}
 	return Set{n.Agnhost(): agnhost}, nil
+}
+
+// ConformanceExtras builds the images of test/utils/image besides pause, busybox and
+// agnhost that Conformance specs start, from the tree's test/images as their
+// Dockerfiles lay them out: kitten and nautilus (agnhost serving their picture and
+// data), nonewprivs (its program, set-user-ID), nonroot (busybox as user 1234). The
+// specs use AgnhostPrev only as an agnhost other than the current one (a rollout from
+// one to the other); it is the tree's agnhost under that tag.
+func ConformanceExtras(ctx context.Context, tree, work string, n Names, agnhost, busybox v1.Image) (Set, error) {
+	set := Set{n.e2e("agnhost", AgnhostPrevTag): agnhost}
+	for name, tag := range map[string]string{"kitten": KittenTag, "nautilus": NautilusTag} {
+		var files []File
+		for _, f := range []string{name + ".jpg", "data.json"} {
+			data, err := os.ReadFile(filepath.Join(tree, "test", "images", name, "html", f))
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, File{Path: f, Data: data})
+		}
+		l, err := Layer(files)
+		if err != nil {
+			return nil, err
+		}
+		if set[n.e2e(name, tag)], err = Image(agnhost, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, l); err != nil {
+			return nil, err
+		}
+	}
+	nnp, err := GoProgram{Pkg: "./test/images/nonewprivs", ModuleDir: tree}.build(ctx, work)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Layer([]File{{Path: "usr/local/bin/nnp", Mode: 0o4755, Data: nnp}})
+	if err != nil {
+		return nil, err
+	}
+	if set[n.e2e("nonewprivs", NonewprivsTag)], err = Image(busybox, v1.Config{Cmd: []string{"nnp"}, Env: []string{"PATH=/usr/local/bin:/bin"}}, l); err != nil {
+		return nil, err
+	}
+	if set[n.e2e("nonroot", NonRootTag)], err = Image(busybox, v1.Config{Cmd: []string{"sh"}, User: "1234"}); err != nil {
+		return nil, err
+	}
+	return set, nil
 }

@@ -129,9 +129,72 @@ func TestTagsMatchTheTree(t *testing.T) {
 		`configs[Pause] = Config{list.GcRegistry, "pause", "` + PauseTag + `"}`,
 		`configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "` + BusyboxTag + `"}`,
 		`configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "` + AgnhostTag + `"}`,
+		`configs[AgnhostPrev] = Config{list.PromoterE2eRegistry, "agnhost", "` + AgnhostPrevTag + `"}`,
+		`configs[Kitten] = Config{list.PromoterE2eRegistry, "kitten", "` + KittenTag + `"}`,
+		`configs[Nautilus] = Config{list.PromoterE2eRegistry, "nautilus", "` + NautilusTag + `"}`,
+		`configs[Nonewprivs] = Config{list.PromoterE2eRegistry, "nonewprivs", "` + NonewprivsTag + `"}`,
+		`configs[NonRoot] = Config{list.PromoterE2eRegistry, "nonroot", "` + NonRootTag + `"}`,
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("%s no longer says %s", manifest, want)
 		}
+	}
+}
+
+// The Conformance extras are laid out as their Dockerfiles in the tree lay them out.
+func TestConformanceExtrasAsTheirDockerfiles(t *testing.T) {
+	tree := filepath.Join("..", "..", "..", "_output", "kubernetes")
+	if _, err := os.Stat(filepath.Join(tree, "test", "images", "kitten")); err != nil {
+		t.Skip("no tree (make tree)")
+	}
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("no busybox (apt-get install busybox-static)")
+	}
+	busybox, err := Busybox("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agnhost, err := Image(busybox, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := Names{Registry: "registry.k8s.io"}
+	set, err := ConformanceExtras(t.Context(), tree, t.TempDir(), n, agnhost, busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set) != 5 {
+		t.Errorf("%d images, want 5", len(set))
+	}
+	if set["registry.k8s.io/e2e-test-images/agnhost:"+AgnhostPrevTag] != agnhost {
+		t.Error("AgnhostPrev is not the tree's agnhost")
+	}
+	for _, name := range []string{"kitten", "nautilus"} {
+		img := set["registry.k8s.io/e2e-test-images/"+name+":1.8"]
+		if img == nil {
+			t.Fatalf("no %s", name)
+		}
+		e := entries(t, img)
+		if e[name+".jpg"] == nil || e["data.json"] == nil {
+			t.Errorf("%s: no %s.jpg or data.json", name, name)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(append(cfg.Config.Entrypoint, cfg.Config.Cmd...), " "); got != "/agnhost test-webserver" {
+			t.Errorf("%s runs %q", name, got)
+		}
+	}
+	nnp := entries(t, set["registry.k8s.io/e2e-test-images/nonewprivs:"+NonewprivsTag])["usr/local/bin/nnp"]
+	if nnp == nil || nnp.Mode&0o4000 == 0 {
+		t.Errorf("nonewprivs: nnp is not set-user-ID: %+v", nnp)
+	}
+	cfg, err := set["registry.k8s.io/e2e-test-images/nonroot:"+NonRootTag].ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.User != "1234" {
+		t.Errorf("nonroot runs as %q", cfg.Config.User)
 	}
 }
