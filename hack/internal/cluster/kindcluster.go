@@ -140,7 +140,7 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 }
 
 // KindLoadE2EImages builds the images upstream's e2e tests use that this project
-// builds (pause, busybox, agnhost and images.ConformanceExtras), named as upstream's test/utils/image names them
+// builds (pause, busybox, agnhost, images.ConformanceExtras and nginx), named as upstream's test/utils/image names them
 // by default, and loads them into every node of the kind cluster: the tests' pods
 // find them there, and no repository list is needed.
 func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
@@ -163,6 +163,11 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 		return err
 	}
 	maps.Copy(set, extras)
+	nginx, err := images.Nginx(ctx, work, set[names.Busybox()])
+	if err != nil {
+		return err
+	}
+	set[names.E2E("nginx", images.NginxTag)], set[names.E2E("nginx", images.NginxNewTag)] = nginx, nginx
 	for _, ref := range slices.Sorted(maps.Keys(set)) {
 		archive, err := writeArchive(work, ref, set[ref])
 		if err != nil {

@@ -274,9 +274,11 @@ func (s Set) Push(ctx context.Context) error {
 type Names struct{ Registry string }
 
 func (n Names) Pause() string   { return n.Registry + "/pause:" + PauseTag }
-func (n Names) Busybox() string { return n.Registry + "/e2e-test-images/busybox:" + BusyboxTag }
-func (n Names) Agnhost() string { return n.Registry + "/e2e-test-images/agnhost:" + AgnhostTag }
-func (n Names) e2e(name, tag string) string {
+func (n Names) Busybox() string { return n.E2E("busybox", BusyboxTag) }
+func (n Names) Agnhost() string { return n.E2E("agnhost", AgnhostTag) }
+
+// E2E names an image of the e2e test images' repository.
+func (n Names) E2E(name, tag string) string {
 	return n.Registry + "/e2e-test-images/" + name + ":" + tag
 }
 func (n Names) Synthetic(mib int) string {
@@ -325,7 +327,7 @@ func E2E(tree, work string, n Names) (Set, error) {
 // specs use AgnhostPrev only as an agnhost other than the current one (a rollout from
 // one to the other); it is the tree's agnhost under that tag.
 func ConformanceExtras(ctx context.Context, tree, work string, n Names, agnhost, busybox v1.Image) (Set, error) {
-	set := Set{n.e2e("agnhost", AgnhostPrevTag): agnhost}
+	set := Set{n.E2E("agnhost", AgnhostPrevTag): agnhost}
 	for name, tag := range map[string]string{"kitten": KittenTag, "nautilus": NautilusTag} {
 		var files []File
 		for _, f := range []string{name + ".jpg", "data.json"} {
@@ -339,7 +341,7 @@ func ConformanceExtras(ctx context.Context, tree, work string, n Names, agnhost,
 		if err != nil {
 			return nil, err
 		}
-		if set[n.e2e(name, tag)], err = Image(agnhost, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, l); err != nil {
+		if set[n.E2E(name, tag)], err = Image(agnhost, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}, l); err != nil {
 			return nil, err
 		}
 	}
@@ -351,10 +353,10 @@ func ConformanceExtras(ctx context.Context, tree, work string, n Names, agnhost,
 	if err != nil {
 		return nil, err
 	}
-	if set[n.e2e("nonewprivs", NonewprivsTag)], err = Image(busybox, v1.Config{Cmd: []string{"nnp"}, Env: []string{"PATH=/usr/local/bin:/bin"}}, l); err != nil {
+	if set[n.E2E("nonewprivs", NonewprivsTag)], err = Image(busybox, v1.Config{Cmd: []string{"nnp"}, Env: []string{"PATH=/usr/local/bin:/bin"}}, l); err != nil {
 		return nil, err
 	}
-	if set[n.e2e("nonroot", NonRootTag)], err = Image(busybox, v1.Config{Cmd: []string{"sh"}, User: "1234"}); err != nil {
+	if set[n.E2E("nonroot", NonRootTag)], err = Image(busybox, v1.Config{Cmd: []string{"sh"}, User: "1234"}); err != nil {
 		return nil, err
 	}
 	return set, nil

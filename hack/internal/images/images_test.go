@@ -134,6 +134,8 @@ func TestTagsMatchTheTree(t *testing.T) {
 		`configs[Nautilus] = Config{list.PromoterE2eRegistry, "nautilus", "` + NautilusTag + `"}`,
 		`configs[Nonewprivs] = Config{list.PromoterE2eRegistry, "nonewprivs", "` + NonewprivsTag + `"}`,
 		`configs[NonRoot] = Config{list.PromoterE2eRegistry, "nonroot", "` + NonRootTag + `"}`,
+		`configs[Nginx] = Config{list.PromoterE2eRegistry, "nginx", "` + NginxTag + `"}`,
+		`configs[NginxNew] = Config{list.PromoterE2eRegistry, "nginx", "` + NginxNewTag + `"}`,
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("%s no longer says %s", manifest, want)
