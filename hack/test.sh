@@ -97,7 +97,9 @@ CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 background_build metrics-server
 
 echo "== unit tests: this project's tools (race)"
-# Never rerun (the flake rule is for upstream tests); vetted by verify.
+# Never rerun (the flake rule is for upstream tests); vetted by verify. The images'
+# tests read busybox and Debian's package lists, which the package step provides.
+wait_packages
 go test "${TEST_BUILD_FLAGS[@]}" -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
