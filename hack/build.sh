@@ -15,7 +15,8 @@
 # limitations under the License.
 
 # Builds the patched Kubernetes binaries with upstream's own `make WHAT=...` in the
-# materialized tree and collects them in _output/bin.
+# materialized tree and collects them in _output/bin (PRISTINE=1: upstream's release
+# with no group applied, into _output/pristine/bin; lib.sh).
 #
 # hack/build.sh --test-flags (make test's cluster smoke) builds the same code with
 # make test's go test flags (TEST_BUILD_FLAGS in lib.sh) instead of upstream's release flags (-trimpath and
@@ -26,7 +27,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-TREE=$OUT/kubernetes
+TREE=$SIDE_TREE
+[ "$SIDE" = fork ] || pristine_tree
 WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl cmd/kubectl-balloon}
 
 # Share the module and build caches with every other go command here (upstream would
@@ -44,10 +46,10 @@ for w in $WHAT; do
 done
 (cd "$TREE" && go list -e -deps -test "${pkgs[@]}" >/dev/null)
 
-version=$("$ROOT/_output/tools/series" version)
+version=$(side_version)
 state=clean
 [[ $version == *.dirty ]] && state=dirty
-mkdir -p "$ROOT/_output/bin"
+mkdir -p "$SIDE_BIN"
 # The build date upstream stamps into every binary (kube::version::ldflags) is the
 # tree commit's, unless the caller sets one: the same tree then builds the same
 # binaries, and the kind node image of an unchanged tree is not built again.
@@ -56,15 +58,15 @@ export SOURCE_DATE_EPOCH
 if [ "${1:-}" = --test-flags ]; then
   echo "building $WHAT at $version with make test's go test flags (${TEST_BUILD_FLAGS[*]})"
   ldflags=$(cd "$TREE" && KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state" bash -c 'source hack/lib/init.sh && kube::version::ldflags')
-  (cd "$TREE" && go build "${TEST_BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$ROOT/_output/bin/" "${pkgs[@]}")
+  (cd "$TREE" && go build "${TEST_BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$SIDE_BIN/" "${pkgs[@]}")
 else
   echo "building $WHAT at $version"
   # FORCE_HOST_GO: build with the Go on PATH instead of fetching the toolchain .go-version names.
   make -C "$TREE" WHAT="$WHAT" FORCE_HOST_GO=y KUBE_GIT_VERSION="$version" KUBE_GIT_TREE_STATE="$state"
   for pkg in $WHAT; do
     bin=$(basename "$pkg")
-    cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$ROOT/_output/bin/$bin"
+    cp -f "$TREE/_output/local/bin/linux/amd64/$bin" "$SIDE_BIN/$bin"
   done
 fi
-echo "$version" >"$ROOT/_output/bin/VERSION"
-echo "binaries in _output/bin: $(cd "$ROOT/_output/bin" && echo *)"
+echo "$version" >"$SIDE_BIN/VERSION"
+echo "binaries in ${SIDE_BIN#"$ROOT"/}: $(cd "$SIDE_BIN" && echo *)"

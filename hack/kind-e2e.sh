@@ -23,6 +23,13 @@
 # smoke subset of make e2e (hack/e2e-smoke.txt); FOCUS='\[Conformance\]' asks for
 # Conformance. Every spec skipped on purpose is in hack/kind-e2e-skip.txt with its
 # reason. docs/kind.md.
+#
+# Parity: the same run on upstream's release with no group applied (PRISTINE=1 in
+# lib.sh: its own tree, binaries, node image, e2e.test and kind cluster, which is
+# deleted after the run unless it was up before), then testsummary parity compares
+# the two reports spec by spec and fails when the fork fails a spec that pristine
+# passes. SIDES chooses the sides (default "fork pristine"; SIDES=fork runs only the
+# fork's, without the comparison).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -31,9 +38,35 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 tools
+report=$OUT/kind-e2e
+
+if [ "${1:-}" != --side ]; then
+  sides=${SIDES:-fork pristine}
+  rc=0
+  for side in $sides; do
+    case $side in
+      fork) PRISTINE= "$0" --side || rc=$? ;;
+      pristine) PRISTINE=1 "$0" --side || rc=$? ;;
+      *) echo "error: SIDES=$sides: a side is fork or pristine" >&2; exit 2 ;;
+    esac
+  done
+  if [ -f "$report/fork/junit_01.xml" ] && [ -f "$report/pristine/junit_01.xml" ] && [[ $sides == *fork* && $sides == *pristine* ]]; then
+    echo "== make kind-e2e: pristine upstream and the fork, spec by spec"
+    "$SUMMARY" parity "$report/pristine/junit_01.xml" "$report/fork/junit_01.xml"
+    exit $?
+  fi
+  exit $rc
+fi
+
+# One side: its cluster, its e2e.test, its report in _output/kind-e2e/SIDE.
+name=kube-carry${PRISTINE:+-pristine}
+existed=false
+if DOCKER_HOST=unix://$OUT/kind/docker.sock go tool kind get clusters 2>/dev/null | grep -qx "$name"; then
+  existed=true
+fi
 hack/kind.sh up
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
-"$OUT/tools/cluster" kind-e2e-images
+"$OUT/tools/cluster" kind-e2e-images "${SIDE_FLAGS[@]}"
 
 FOCUS=${FOCUS:-$(e2e_focus)}
 # hack/kind-e2e-skip.txt: one regular expression a line, then " # " and the reason.
@@ -43,24 +76,26 @@ if [ "${PARALLEL:-false}" = true ]; then
   export GINKGO_PARALLEL=y
   SKIP="\\[Serial\\]|$SKIP"
 fi
-TREE=$OUT/kubernetes
-report=$OUT/kind-e2e
-rm -rf "$report"
-mkdir -p "$report"
-nodes=$("$OUT/bin/kubectl" --kubeconfig "$OUT/kind/kubeconfig" get nodes --no-headers | wc -l)
+out=$report/$SIDE
+rm -rf "$out"
+mkdir -p "$out"
+export KUBECONFIG=$SIDE_KIND/kubeconfig
+nodes=$("$SIDE_BIN/kubectl" get nodes --no-headers | wc -l)
 
-export KUBECONFIG=$OUT/kind/kubeconfig
 export KUBERNETES_CONFORMANCE_TEST=y
 export KUBE_CONTAINER_RUNTIME=remote
 export KUBE_CONTAINER_RUNTIME_ENDPOINT=unix:///run/containerd/containerd.sock
 export KUBE_CONTAINER_RUNTIME_NAME=containerd
 export GINKGO_NO_COLOR=y
 set +e
-(cd "$TREE" && ./hack/ginkgo-e2e.sh --provider=skeleton "--num-nodes=$((nodes - 1))" \
+(cd "$SIDE_TREE" && ./hack/ginkgo-e2e.sh --provider=skeleton "--num-nodes=$((nodes - 1))" \
   "--ginkgo.focus=$FOCUS" "--ginkgo.skip=$SKIP" \
-  "--report-dir=$report" --disable-log-dump=true)
+  "--report-dir=$out" --disable-log-dump=true)
 rc=$?
 set -e
-echo "== make kind-e2e: the selected specs"
-"$SUMMARY" junit "$report"/junit_01.xml || true
+if [ "$SIDE" = pristine ] && [ "$existed" = false ]; then
+  "$OUT/tools/cluster" kind-delete "${SIDE_FLAGS[@]}"
+fi
+echo "== make kind-e2e: the selected specs on $SIDE ($(side_version))"
+"$SUMMARY" junit "$out"/junit_01.xml || true
 exit $rc

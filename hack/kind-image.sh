@@ -18,7 +18,7 @@
 # `kind build node-image` on the project's Docker engine (root; docs/kind.md). It
 # prints the image's name and writes it to _output/kind/node-image.name.
 # make kind-tarball (--tarball-only): only the release tarball it is built from, no
-# engine needed.
+# engine needed. PRISTINE=1: the same of upstream's release, no group applied (lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -35,22 +35,23 @@ if [ "$tarball_only" != --tarball-only ]; then
   "$OUT/tools/cluster" engine-up
 fi
 WHAT="cmd/kubeadm cmd/kubelet cmd/kubectl cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kube-proxy" hack/build.sh
-tarball=$OUT/kind/kubernetes-server-linux-amd64.tar.gz
-go run ./hack/cmd/images release-tarball "$tarball"
+mkdir -p "$SIDE_KIND"
+tarball=$SIDE_KIND/kubernetes-server-linux-amd64.tar.gz
+go run ./hack/cmd/images release-tarball "$tarball" "$SIDE_BIN"
 [ "$tarball_only" = --tarball-only ] && exit 0
 
-version=$(cat "$OUT/bin/VERSION")
+version=$(cat "$SIDE_BIN/VERSION")
 image=kube-carry/node:${version//+/_}
 # The image of this tarball is built once: its digest is recorded beside the name.
 sum=$(sha256sum "$tarball" | cut -d' ' -f1)
-if [ "$(cat "$OUT/kind/node-image.sha256" 2>/dev/null)" = "$sum" ] &&
+if [ "$(cat "$SIDE_KIND/node-image.sha256" 2>/dev/null)" = "$sum" ] &&
   DOCKER_HOST=unix://$OUT/kind/docker.sock docker image inspect "$image" >/dev/null 2>&1; then
   echo "$image is up to date"
 else
-  rm -f "$OUT/kind/node-image.sha256"
+  rm -f "$SIDE_KIND/node-image.sha256"
   "$OUT/tools/cluster" kind-image "$tarball" "$image"
-  echo "$sum" >"$OUT/kind/node-image.sha256"
+  echo "$sum" >"$SIDE_KIND/node-image.sha256"
 fi
-echo "$image" >"$OUT/kind/node-image.name"
+echo "$image" >"$SIDE_KIND/node-image.name"
 echo "built $image; on the engine (export DOCKER_HOST=unix://$OUT/kind/docker.sock):"
 echo "  go tool kind create cluster --config build/kind/cluster.yaml --image $image"

@@ -18,8 +18,11 @@
 #   up    make kind-image, then a cluster of it from build/kind/cluster.yaml (one
 #         control plane, one worker; HA=1: build/kind/cluster-ha.yaml, three control
 #         planes behind kind's load balancer, one worker), its pod network, Ready nodes
-#   down  delete the cluster and stop the engine, leaving nothing running, mounted
+#   down  delete the clusters and stop the engine, leaving nothing running, mounted
 #         or linked
+# PRISTINE=1 up: the same of upstream's release with no group applied, in a cluster of
+# its own (kube-carry-pristine) without the series' gates and APIs: the pristine side of
+# make kind-e2e's parity run (lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -32,7 +35,7 @@ case ${1:-} in
     hack/kind-image.sh
     config=build/kind/cluster.yaml
     [ "${HA:-}" != 1 ] || config=build/kind/cluster-ha.yaml
-    "$OUT/tools/cluster" kind-up "$(cat "$OUT/kind/node-image.name")" "$config"
+    "$OUT/tools/cluster" kind-up "${SIDE_FLAGS[@]}" "$(cat "$SIDE_KIND/node-image.name")" "$config"
     ;;
   down)
     go build -o "$OUT/tools/cluster" ./hack/cmd/cluster

@@ -19,6 +19,47 @@ SERIES=$OUT/tools/series
 SUMMARY=$OUT/tools/testsummary
 TESTOUT=$OUT/test
 
+# The side a kind script works on (docs/kind.md, parity): the fork's tree, or with
+# PRISTINE=1 upstream's release with no group of the series applied, built, imaged
+# and tested the same way, so that the two results can be compared.
+if [ "${PRISTINE:-}" = 1 ]; then
+  SIDE=pristine
+  SIDE_TREE=$OUT/pristine/kubernetes
+  SIDE_BIN=$OUT/pristine/bin
+  SIDE_KIND=$OUT/kind/pristine
+  SIDE_FLAGS=(-pristine) # of the cluster tool's kind commands
+else
+  SIDE=fork
+  SIDE_TREE=$OUT/kubernetes
+  SIDE_BIN=$OUT/bin
+  SIDE_KIND=$OUT/kind
+  SIDE_FLAGS=()
+fi
+
+# pristine_tree: a worktree of the kubernetes tree at its first commit (upstream's
+# release, with what the series tool restores of the module zip and no group applied)
+# in _output/pristine/kubernetes; the series' commits are never in it.
+pristine_tree() {
+  local tree=$OUT/kubernetes base
+  base=$(git -C "$tree" rev-list --max-parents=0 HEAD)
+  if [ "$(git -C "$SIDE_TREE" rev-parse HEAD 2>/dev/null)" != "$base" ]; then
+    rm -rf "$SIDE_TREE"
+    git -C "$tree" worktree prune
+    mkdir -p "$(dirname "$SIDE_TREE")"
+    git -C "$tree" worktree add -q --detach "$SIDE_TREE" "$base"
+  fi
+}
+
+# side_version: the version the side's binaries carry: the series' version string for
+# the fork, upstream's release (the first commit's subject, "kubernetes vX.Y.Z") for pristine.
+side_version() {
+  if [ "$SIDE" = pristine ]; then
+    git -C "$SIDE_TREE" log -1 --format=%s | sed 's/^kubernetes //'
+  else
+    "$SERIES" version
+  fi
+}
+
 tools() {
   (cd "$ROOT" && go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary)
 }

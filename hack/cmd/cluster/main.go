@@ -35,7 +35,11 @@ limitations under the License.
 //	cluster kind-e2e-images  build the images of upstream's e2e tests (pause, busybox,
 //	                agnhost) under their upstream names and load them into the kind
 //	                cluster's nodes (make kind-e2e)
-//	cluster kind-down    delete the kind cluster and stop the engine
+//	cluster kind-delete  delete the kind cluster, leaving the engine up
+//	cluster kind-down    delete the kind clusters (fork and pristine) and stop the engine
+//
+// kind-up, kind-e2e-images and kind-delete take -pristine first: the pristine side of
+// the parity runs, upstream's release built in _output/pristine (docs/kind.md).
 package main
 
 import (
@@ -45,12 +49,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up IMAGE CONFIG|kind-e2e-images|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-delete [-pristine]|kind-down"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -59,6 +64,11 @@ func main() {
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
 	nodes := upFlags.Int("nodes", 1, "how many nodes: 1, or 2 for a second kubelet with a containerd of its own on this machine")
+	newKind := cluster.NewKind
+	if len(os.Args) > 2 && os.Args[2] == "-pristine" && map[string]bool{"kind-up": true, "kind-e2e-images": true, "kind-delete": true}[os.Args[1]] {
+		newKind = cluster.NewPristineKind
+		os.Args = slices.Delete(os.Args, 2, 3)
+	}
 	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
 	if os.Args[1] == "up" {
 		upFlags.Parse(os.Args[2:])
@@ -100,16 +110,20 @@ func main() {
 	case "kind-image":
 		err = cluster.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
 	case "kind-up":
-		k := cluster.NewKind(root, os.Stdout)
+		k := newKind(root, os.Stdout)
 		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
-			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", cluster.KindClusterName, k.KindKubeconfig())
+			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", k.KindClusterName(), k.KindKubeconfig())
 		}
 	case "kind-e2e-images":
-		err = cluster.NewKind(root, os.Stdout).KindLoadE2EImages(ctx)
+		err = newKind(root, os.Stdout).KindLoadE2EImages(ctx)
+	case "kind-delete":
+		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":
-		k := cluster.NewKind(root, os.Stdout)
-		if err = k.KindDown(ctx); err == nil {
-			err = k.StopEngine(ctx)
+		if err = cluster.NewPristineKind(root, os.Stdout).KindDown(ctx); err == nil {
+			k := cluster.NewKind(root, os.Stdout)
+			if err = k.KindDown(ctx); err == nil {
+				err = k.StopEngine(ctx)
+			}
 		}
 	case "engine-down":
 		err = cluster.NewKind(root, os.Stdout).StopEngine(ctx)

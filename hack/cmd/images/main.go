@@ -16,7 +16,8 @@ limitations under the License.
 
 // Command images builds container images without a Docker engine.
 //
-//	images release-tarball OUT   kubernetes-server-linux-amd64.tar.gz from _output/bin, for kind
+//	images release-tarball OUT [BIN]   kubernetes-server-linux-amd64.tar.gz of the binaries in BIN
+//	                                   (default _output/bin), for kind
 package main
 
 import (
@@ -37,18 +38,21 @@ var kubeProxyTools = []string{
 }
 
 func main() {
-	if len(os.Args) != 3 || os.Args[1] != "release-tarball" {
-		fmt.Fprintln(os.Stderr, "usage: images release-tarball OUT")
+	if len(os.Args) < 3 || len(os.Args) > 4 || os.Args[1] != "release-tarball" {
+		fmt.Fprintln(os.Stderr, "usage: images release-tarball OUT [BIN]")
 		os.Exit(2)
 	}
-	if err := releaseTarball(os.Args[2]); err != nil {
+	bin := filepath.Join("_output", "bin")
+	if len(os.Args) == 4 {
+		bin = os.Args[3]
+	}
+	if err := releaseTarball(os.Args[2], bin); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func releaseTarball(out string) error {
-	bin := filepath.Join("_output", "bin")
+func releaseTarball(out, bin string) error {
 	version, err := os.ReadFile(filepath.Join(bin, "VERSION"))
 	if err != nil {
 		return fmt.Errorf("no build version (%w): run hack/build.sh", err)

@@ -24,12 +24,12 @@ limitations under the License.
 //	testsummary record PKG NAME pass|fail   turn a check's output (stdin) into test events
 //	testsummary rerun -C DIR FILE -- GO TEST...  the flake rule: rerun FILE's failed upstream tests on their own
 //	testsummary junit FILE                  summarize a JUnit report (ginkgo's), not counting specs it skipped
+//	testsummary parity PRISTINE FORK        compare two JUnit reports of the same suite spec by spec (junit.go)
 package main
 
 import (
 	"bufio"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -230,45 +230,6 @@ func record(w io.Writer, pkg, name, status string, output []byte) error {
 	return enc.Encode(event{Action: status, Package: pkg, Test: name})
 }
 
-// junitCounts reads a JUnit XML report of ginkgo: specs ("[It] ...") that passed,
-// and anything that failed, suite setup included. Specs that were not selected
-// (skipped) are left out, since a focused e2e run skips thousands.
-func junitCounts(r io.Reader) (counts, error) {
-	var report struct {
-		Suites []struct {
-			Cases []struct {
-				Name    string    `xml:"name,attr"`
-				Skipped *struct{} `xml:"skipped"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"failure"`
-				Error *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"error"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	var c counts
-	if err := xml.NewDecoder(r).Decode(&report); err != nil {
-		return c, err
-	}
-	for _, s := range report.Suites {
-		for _, tc := range s.Cases {
-			switch {
-			case tc.Failure != nil:
-				c.failed++
-				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s\n%s\n", tc.Name, tc.Failure.Message))
-			case tc.Error != nil:
-				c.failed++
-				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s\n%s\n", tc.Name, tc.Error.Message))
-			case tc.Skipped == nil && strings.HasPrefix(tc.Name, "[It] "):
-				c.passed++
-			}
-		}
-	}
-	return c, nil
-}
-
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "junit" {
 		f, err := os.Open(os.Args[2])
@@ -283,6 +244,17 @@ func main() {
 			os.Exit(2)
 		}
 		c.print()
+		return
+	}
+	if len(os.Args) == 4 && os.Args[1] == "parity" {
+		regressions, err := parityFiles(os.Stdout, os.Args[2], os.Args[3])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+		if regressions > 0 {
+			os.Exit(1)
+		}
 		return
 	}
 	if len(os.Args) == 5 && os.Args[1] == "record" {

@@ -90,7 +90,11 @@ type Cluster struct {
 	// Nodes is how many nodes Up starts: 1 (the default) or 2 (a second kubelet
 	// on this machine, see node).
 	Nodes int
-	base  string // the repository root, for relative paths in messages
+	// Pristine makes the kind methods work on the pristine side of the parity runs
+	// (docs/kind.md): upstream's release with no group applied, in a kind cluster of
+	// its own (PristineKindClusterName) created without the series' gates and APIs.
+	Pristine bool
+	base     string // the repository root, for relative paths in messages
 }
 
 // New describes the cluster of a repository checkout.

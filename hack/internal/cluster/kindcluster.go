@@ -37,11 +37,32 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
-// KindClusterName is the name of the fork's kind cluster.
-const KindClusterName = "kube-carry"
+const (
+	// KindClusterName is the name of the fork's kind cluster.
+	KindClusterName = "kube-carry"
+	// PristineKindClusterName is the name of the parity runs' cluster of upstream's release.
+	PristineKindClusterName = KindClusterName + "-pristine"
+)
+
+// KindClusterName is the name of the kind cluster of this side.
+func (c *Cluster) KindClusterName() string {
+	if c.Pristine {
+		return PristineKindClusterName
+	}
+	return KindClusterName
+}
+
+// kindPath is a file of this side's kind cluster: in the kind folder for the fork,
+// in its pristine folder for the pristine side.
+func (c *Cluster) kindPath(elem ...string) string {
+	if c.Pristine {
+		elem = append([]string{"pristine"}, elem...)
+	}
+	return c.path(elem...)
+}
 
 // KindKubeconfig is the kind cluster's kubeconfig.
-func (c *Cluster) KindKubeconfig() string { return c.path("kubeconfig") }
+func (c *Cluster) KindKubeconfig() string { return c.kindPath("kubeconfig") }
 
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
 // it exists, loads and starts its pod network (build/kind/pod-network.yaml) and waits
@@ -51,8 +72,9 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	if err != nil {
 		return err
 	}
-	if slices.Contains(strings.Fields(clusters), KindClusterName) {
-		c.logf("%-24s exists (make kind-down deletes it)", "kind cluster "+KindClusterName)
+	name := c.KindClusterName()
+	if slices.Contains(strings.Fields(clusters), name) {
+		c.logf("%-24s exists (make kind-down deletes it)", "kind cluster "+name)
 	} else {
 		if err := c.loadLoadBalancer(ctx); err != nil {
 			return err
@@ -64,8 +86,8 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 		if config, err = c.kindConfig(config, missing); err != nil {
 			return err
 		}
-		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+KindClusterName, c.rel(config), image)
-		if err := c.kind(ctx, "create", "cluster", "--name", KindClusterName, "--config", config,
+		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+name, c.rel(config), image)
+		if err := c.kind(ctx, "create", "cluster", "--name", name, "--config", config,
 			"--image", image, "--kubeconfig", c.KindKubeconfig()); err != nil {
 			return err
 		}
@@ -76,7 +98,7 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	if err := c.kubectl(ctx, "apply", "-f", filepath.Join(c.base, "build", "kind", "pod-network.yaml")); err != nil {
 		return err
 	}
-	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+KindClusterName)
+	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+name)
 	return c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
 }
 
@@ -88,13 +110,17 @@ const restrictOOMScoreAdj = `[plugins."io.containerd.grpc.v1.cri"]
 `
 
 // kindConfig returns the cluster configuration to create the cluster from: config,
-// or, when the capability bounding set lacks CAP_SYS_RESOURCE, a copy of it in the
-// kind folder whose nodes' containerd restricts oom_score_adj. Without that
-// capability nothing in a node may lower an oom_score_adj, and the kubelet asks for
-// -998 for every pod sandbox: runc would fail every sandbox ("failed to update
-// /proc/self/oom_score_adj: Permission denied") and no static pod would start.
+// or a copy of it in the kind folder, derived
+//   - when the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd
+//     restricts oom_score_adj. Without that capability nothing in a node may lower an
+//     oom_score_adj, and the kubelet asks for -998 for every pod sandbox: runc would
+//     fail every sandbox ("failed to update /proc/self/oom_score_adj: Permission
+//     denied") and no static pod would start.
+//   - on the pristine side: without the feature gates and APIs, which are the
+//     series' own and which upstream's components refuse as unknown.
 func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
-	if !slices.Contains(missing, "CAP_SYS_RESOURCE") {
+	restrict := slices.Contains(missing, "CAP_SYS_RESOURCE")
+	if !restrict && !c.Pristine {
 		return config, nil
 	}
 	data, err := os.ReadFile(config)
@@ -105,26 +131,35 @@ func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 	if err := yaml.UnmarshalStrict(data, &cluster); err != nil {
 		return "", fmt.Errorf("%s: %w", config, err)
 	}
-	cluster.ContainerdConfigPatches = append(cluster.ContainerdConfigPatches, restrictOOMScoreAdj)
+	derived := c.kindPath(filepath.Base(config))
+	if restrict {
+		cluster.ContainerdConfigPatches = append(cluster.ContainerdConfigPatches, restrictOOMScoreAdj)
+		c.logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+c.KindClusterName(), c.rel(derived))
+	}
+	if c.Pristine {
+		cluster.FeatureGates, cluster.RuntimeConfig = nil, nil
+		c.logf("%-24s upstream's release: without the series' feature gates and APIs (%s)", "kind cluster "+c.KindClusterName(), c.rel(derived))
+	}
 	if data, err = yaml.Marshal(&cluster); err != nil {
 		return "", err
 	}
-	derived := c.path(filepath.Base(config))
-	c.logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+KindClusterName, c.rel(derived))
+	if err := os.MkdirAll(filepath.Dir(derived), 0o755); err != nil {
+		return "", err
+	}
 	return derived, os.WriteFile(derived, data, 0o644)
 }
 
-// KindDown deletes the kind cluster, if the engine runs.
+// KindDown deletes the kind cluster of this side, if the engine runs.
 func (c *Cluster) KindDown(ctx context.Context) error {
 	if _, ok := c.running("dockerd"); !ok {
 		return nil
 	}
-	return c.kind(ctx, "delete", "cluster", "--name", KindClusterName, "--kubeconfig", c.KindKubeconfig())
+	return c.kind(ctx, "delete", "cluster", "--name", c.KindClusterName(), "--kubeconfig", c.KindKubeconfig())
 }
 
 // loadPodNetwork builds the pod network's image and loads it into the nodes.
 func (c *Cluster) loadPodNetwork(ctx context.Context) error {
-	work := c.path("pod-network")
+	work := c.kindPath("pod-network")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
@@ -136,7 +171,7 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.kind(ctx, "load", "image-archive", archive, "--name", KindClusterName)
+	return c.kind(ctx, "load", "image-archive", archive, "--name", c.KindClusterName())
 }
 
 // KindLoadE2EImages builds the images upstream's e2e tests use that this project
@@ -144,7 +179,7 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 // by default, and loads them into every node of the kind cluster: the tests' pods
 // find them there, and no repository list is needed.
 func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
-	work := c.path("e2e-images")
+	work := c.kindPath("e2e-images")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
@@ -173,8 +208,8 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.logf("%-24s loading %s", "kind cluster "+KindClusterName, ref)
-		if err := c.kind(ctx, "load", "image-archive", archive, "--name", KindClusterName); err != nil {
+		c.logf("%-24s loading %s", "kind cluster "+c.KindClusterName(), ref)
+		if err := c.kind(ctx, "load", "image-archive", archive, "--name", c.KindClusterName()); err != nil {
 			return err
 		}
 	}

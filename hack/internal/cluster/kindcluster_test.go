@@ -65,6 +65,40 @@ func TestKindConfigRestrictsOOMScoreAdjWithoutSysResource(t *testing.T) {
 	}
 }
 
+// The pristine side's cluster is the same but for the series' gates and APIs, which
+// upstream's components would refuse; its config lives in the pristine folder.
+func TestKindConfigOfPristineDropsTheSeriesGatesAndAPIs(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+	for _, name := range []string{"cluster.yaml", "cluster-ha.yaml"} {
+		config := filepath.Join(root, "build", "kind", name)
+		c := NewPristineKind(t.TempDir(), io.Discard)
+		for _, missing := range [][]string{nil, {"CAP_SYS_RESOURCE"}} {
+			got, err := c.kindConfig(config, missing)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if filepath.Dir(got) != filepath.Join(c.Dir, "pristine") {
+				t.Fatalf("%s: derived config %q, want a copy in %s/pristine", name, got, c.Dir)
+			}
+			want, derived := readKindConfig(t, config), readKindConfig(t, got)
+			if len(want.FeatureGates) == 0 || len(want.RuntimeConfig) == 0 {
+				t.Fatalf("%s: the committed config has no gates or APIs to drop", name)
+			}
+			want.FeatureGates, want.RuntimeConfig = nil, nil
+			if missing != nil {
+				want.ContainerdConfigPatches = append(want.ContainerdConfigPatches, restrictOOMScoreAdj)
+			}
+			if !reflect.DeepEqual(derived, want) {
+				t.Errorf("%s, missing %v: derived config\n%+v\nwant\n%+v", name, missing, derived, want)
+			}
+		}
+		if c.KindClusterName() != PristineKindClusterName || filepath.Dir(c.KindKubeconfig()) != filepath.Join(c.Dir, "pristine") {
+			t.Errorf("pristine cluster %s with kubeconfig %s, want %s in %s/pristine", c.KindClusterName(), c.KindKubeconfig(), PristineKindClusterName, c.Dir)
+		}
+	}
+}
+
 func TestKindConfigRejectsUnknownFields(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(config, []byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodez: []\n"), 0o644); err != nil {

@@ -64,6 +64,17 @@ func NewKind(root string, log io.Writer) *Cluster {
 	return c
 }
 
+// NewPristineKind describes the pristine side of the parity runs: the same engine,
+// upstream's binaries and tree (hack/lib.sh: _output/pristine), and a cluster of its
+// own whose state lives in _output/kind/pristine.
+func NewPristineKind(root string, log io.Writer) *Cluster {
+	c := NewKind(root, log)
+	c.Bin = filepath.Join(root, "_output", "pristine", "bin")
+	c.Tree = filepath.Join(root, "_output", "pristine", "kubernetes")
+	c.Pristine = true
+	return c
+}
+
 // DockerHost is the engine's address, for DOCKER_HOST.
 func (c *Cluster) DockerHost() string { return "unix://" + c.dockerSocket() }
 
