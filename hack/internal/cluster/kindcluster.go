@@ -175,7 +175,8 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 }
 
 // KindLoadE2EImages builds the images upstream's e2e tests use that this project
-// builds (pause, busybox, agnhost, images.ConformanceExtras and nginx), named as upstream's test/utils/image names them
+// builds (pause, busybox, agnhost, images.ConformanceExtras, nginx, glibc-dns-testing and
+// sample-apiserver), named as upstream's test/utils/image names them
 // by default, and loads them into every node of the kind cluster: the tests' pods
 // find them there, and no repository list is needed.
 func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
@@ -203,6 +204,12 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 		return err
 	}
 	set[names.E2E("nginx", images.NginxTag)], set[names.E2E("nginx", images.NginxNewTag)] = nginx, nginx
+	if set[names.E2E("glibc-dns-testing", images.GlibcDNSTestingTag)], err = images.GlibcDNSTesting(ctx, work, set[names.Busybox()]); err != nil {
+		return err
+	}
+	if set[names.E2E("sample-apiserver", images.SampleAPIServerTag)], err = images.SampleAPIServer(ctx, c.Tree, work, set[names.Busybox()]); err != nil {
+		return err
+	}
 	for _, ref := range slices.Sorted(maps.Keys(set)) {
 		archive, err := writeArchive(work, ref, set[ref])
 		if err != nil {

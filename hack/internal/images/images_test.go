@@ -136,6 +136,8 @@ func TestTagsMatchTheTree(t *testing.T) {
 		`configs[NonRoot] = Config{list.PromoterE2eRegistry, "nonroot", "` + NonRootTag + `"}`,
 		`configs[Nginx] = Config{list.PromoterE2eRegistry, "nginx", "` + NginxTag + `"}`,
 		`configs[NginxNew] = Config{list.PromoterE2eRegistry, "nginx", "` + NginxNewTag + `"}`,
+		`configs[GlibcDnsTesting] = Config{list.PromoterE2eRegistry, "glibc-dns-testing", "` + GlibcDNSTestingTag + `"}`,
+		`configs[APIServer] = Config{list.PromoterE2eRegistry, "sample-apiserver", "` + SampleAPIServerTag + `"}`,
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("%s no longer says %s", manifest, want)
