@@ -25,10 +25,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -185,10 +188,14 @@ func Busybox(busybox string) (v1.Image, error) {
 		{Path: "root", Dir: true, Mode: 0o700},
 		{Path: "var/tmp", Dir: true, Mode: 0o1777},
 	}
+	// Every applet in /bin, as busybox's own image has them (specs run /bin/sysctl),
+	// and at busybox's full path (sbin/, usr/bin/...) too.
+	paths := map[string]bool{}
 	for _, applet := range strings.Fields(string(out)) {
-		if applet == "bin/busybox" {
-			continue
-		}
+		paths[applet], paths["bin/"+path.Base(applet)] = true, true
+	}
+	delete(paths, "bin/busybox")
+	for _, applet := range slices.Sorted(maps.Keys(paths)) {
 		rel, _ := filepath.Rel(filepath.Dir(applet), "bin/busybox")
 		files = append(files, File{Path: applet, Link: rel})
 	}

@@ -116,6 +116,13 @@ func TestBusyboxHasAShell(t *testing.T) {
 	if h := e["tmp"]; h == nil || h.Mode&0o1777 != 0o1777 {
 		t.Errorf("tmp: %+v", h)
 	}
+	// As busybox's own image: every applet in /bin (the Sysctls Conformance spec runs
+	// /bin/sysctl), and still at busybox's own path.
+	for _, applet := range []string{"bin/sysctl", "sbin/sysctl", "bin/env", "usr/bin/env"} {
+		if h := e[applet]; h == nil || h.Typeflag != tar.TypeSymlink {
+			t.Errorf("%s: %+v", applet, h)
+		}
+	}
 }
 
 // TestTagsMatchTheTree keeps the tags in step with the e2e framework of the pinned release.
