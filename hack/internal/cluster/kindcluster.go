@@ -189,8 +189,15 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The programs agnhost and glibc-dns-testing carry from this machine.
+	if err := InstallPackages(c.Log, images.AgnhostPackages); err != nil {
+		return err
+	}
 	e2e, err := images.E2E(c.Tree, work, names)
 	if err != nil {
+		return err
+	}
+	if e2e[names.Agnhost()], err = images.AgnhostWithTools(ctx, work, e2e[names.Agnhost()]); err != nil {
 		return err
 	}
 	maps.Copy(set, e2e)

@@ -36,13 +36,12 @@ import (
 // command each provides: Docker's engine (with Debian's containerd and runc),
 // debootstrap, which makes the base image's root file system, the tools the
 // kube-proxy image of the release tarball carries from this machine, and what the
-// images built here are made of (busybox; gcc for pause; dig for glibc-dns-testing).
+// images built here are made of (busybox; gcc for pause).
 var EnginePackages = map[string]string{
 	"dockerd":     "docker.io",
 	"debootstrap": "debootstrap",
 	"busybox":     "busybox-static",
 	"gcc":         "gcc",
-	"dig":         "bind9-dnsutils",
 	"iptables":    "iptables",
 	"conntrack":   "conntrack",
 	"nft":         "nftables",

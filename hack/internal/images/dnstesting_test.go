@@ -30,12 +30,25 @@ func TestGlibcDNSTestingFilesRunOnTheirOwn(t *testing.T) {
 	if _, err := exec.LookPath("dig"); err != nil {
 		t.Skip("no dig on this machine (apt-get install bind9-dnsutils; make kind-e2e installs it)")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("chroot needs root")
-	}
 	files, err := dnsTestingFiles()
 	if err != nil {
 		t.Fatal(err)
+	}
+	root := chrootOf(t, append(files, File{Path: "etc/hosts", Data: []byte("10.1.2.3 probe.example\n")}))
+	if out := runIn(t, root, "/usr/bin/getent", "hosts", "probe.example"); !strings.HasPrefix(out, "10.1.2.3") {
+		t.Errorf("getent hosts in the image: %s", out)
+	}
+	if out := runIn(t, root, "/usr/bin/dig", "-v"); !strings.Contains(out, "DiG") {
+		t.Errorf("dig -v in the image: %s", out)
+	}
+}
+
+// chrootOf writes files into a new directory to chroot into; it skips the test
+// when it does not run as root.
+func chrootOf(t *testing.T, files []File) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
 	}
 	root := t.TempDir()
 	for _, f := range files {
@@ -43,6 +56,7 @@ func TestGlibcDNSTestingFilesRunOnTheirOwn(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		switch {
 		case f.Link != "":
 			err = os.Symlink(f.Link, p)
@@ -59,15 +73,15 @@ func TestGlibcDNSTestingFilesRunOnTheirOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte("10.1.2.3 probe.example\n"), 0o644); err != nil {
-		t.Fatal(err)
+	return root
+}
+
+// runIn runs a program chrooted into root and returns its output.
+func runIn(t *testing.T, root string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("%s in the image: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	out, err := exec.Command("chroot", root, "/usr/bin/getent", "hosts", "probe.example").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "10.1.2.3") {
-		t.Errorf("getent hosts in the image: %v\n%s", err, out)
-	}
-	out, err = exec.Command("chroot", root, "/usr/bin/dig", "-v").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "DiG") {
-		t.Errorf("dig -v in the image: %v\n%s", err, out)
-	}
+	return string(out)
 }

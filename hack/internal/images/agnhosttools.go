@@ -1,0 +1,67 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package images
+
+import (
+	"context"
+	"fmt"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// agnhostTools are the programs agnhost's Dockerfile installs on Alpine (bind-tools,
+// curl, netcat-openbsd, iproute2, bash) that specs run in agnhost pods: the Services
+// specs probe with `nc -v -z -w 2` and `nc -v -t`, which busybox's nc lacks. Taken
+// from this machine's Debian packages with the libraries they load.
+var agnhostTools = []string{"nc.openbsd", "curl", "dig", "ip", "bash"}
+
+// AgnhostPackages are the Debian packages of agnhostTools, by program.
+var AgnhostPackages = map[string]string{
+	"nc.openbsd": "netcat-openbsd",
+	"curl":       "curl",
+	"dig":        "bind9-dnsutils",
+	"ip":         "iproute2",
+	"bash":       "bash",
+}
+
+// AgnhostWithTools is agnhost with the programs of agnhostTools (nc is OpenBSD's, as
+// on Alpine) and CoreDNS at /coredns, as upstream's image has them.
+func AgnhostWithTools(ctx context.Context, work string, agnhost v1.Image) (v1.Image, error) {
+	files, err := agnhostToolFiles()
+	if err != nil {
+		return nil, err
+	}
+	coreDNS, err := GoProgram{Pkg: coreDNSModule, Version: coreDNSVersion}.build(ctx, work)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Layer(append(files, File{Path: "coredns", Mode: 0o755, Data: coreDNS}))
+	if err != nil {
+		return nil, err
+	}
+	return mutate.AppendLayers(agnhost, l)
+}
+
+// agnhostToolFiles are the files of agnhostTools, nc named as on Alpine.
+func agnhostToolFiles() ([]File, error) {
+	files, err := HostFiles(agnhostTools, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agnhost's tools (apt-get install netcat-openbsd curl bind9-dnsutils iproute2): %w", err)
+	}
+	return append(files, File{Path: "usr/bin/nc", Link: "nc.openbsd"}), nil
+}
