@@ -52,7 +52,9 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		StaleUseAge:      featurelifecycle.UsesWaitPeriod,
 	}, client)
 	s.ControlPlane.GenericAPIServer.AddPostStartHookOrDie("start-feature-lifecycle-controller", func(hookContext genericapiserver.PostStartHookContext) error {
-		go controller.Run(hookContext)
+		controller.Start(hookContext)
 		return nil
 	})
+	// Leadership rests on the identity lease: the loop stops before the lease goes.
+	s.ControlPlane.HoldsIdentityLease(controller.Stop)
 }

@@ -111,6 +111,8 @@ type Controller struct {
 	// Feature as last seen, for the leader change metric.
 	members string
 	leaders map[string]string
+	// stop stops the loop that Start started and waits until it has.
+	stop func()
 }
 
 // New returns the server flow's controller for one kube-apiserver.
@@ -168,10 +170,35 @@ func (c *Controller) enqueue(obj any) {
 	}
 }
 
-// Run runs the loop until ctx is done.
+// Start runs the loop in the background until ctx is done or Stop is called.
+func (c *Controller) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.stop = func() { cancel(); <-done }
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+}
+
+// Stop stops the loop Start started and returns once no pass of it runs, so
+// that the caller may then give up this server's identity lease: another
+// server leads its Features as soon as the lease is gone. A loop that was
+// never started is stopped already.
+func (c *Controller) Stop() {
+	c.mu.Lock()
+	stop := c.stop
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Run runs the loop until ctx is done, and returns once no pass runs.
 func (c *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting the feature lifecycle controller", "identity", c.cfg.Identity)
 	defer logger.Info("Shutting down the feature lifecycle controller")
@@ -183,11 +210,15 @@ func (c *Controller) Run(ctx context.Context) {
 	go c.featureInformer.RunWithContext(ctx)
 	go c.leaseInformer.RunWithContext(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.featureInformer.HasSynced, c.leaseInformer.HasSynced) {
+		c.queue.ShutDown()
 		return
 	}
 	go wait.UntilWithContext(ctx, func(context.Context) { c.recheck() }, c.cfg.Recheck)
-	go wait.UntilWithContext(ctx, c.worker, time.Second)
+	var workers sync.WaitGroup
+	workers.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	<-ctx.Done()
+	c.queue.ShutDown()
+	workers.Wait()
 }
 
 func (c *Controller) worker(ctx context.Context) {
@@ -201,6 +232,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
+	if ctx.Err() != nil {
+		// Stopping: the queue hands out what it holds, but no pass may start.
+		return false
+	}
 	requeueAfter, err := c.sync(ctx, name)
 	switch {
 	case err != nil:
@@ -221,7 +256,7 @@ func (c *Controller) liveMembers() []string {
 	if err != nil {
 		leases = nil
 	}
-	return liveAPIServers(leases, c.cfg.Identity, c.clock.Now(), c.cfg.Liveness)
+	return liveAPIServers(leases, c.clock.Now(), c.cfg.Liveness)
 }
 
 // membersChanged looks at every Feature again when the live apiservers

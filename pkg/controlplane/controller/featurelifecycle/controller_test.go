@@ -26,6 +26,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,7 +107,27 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 	c.recorder = recorder
 	env := &testEnv{t: t, c: c, client: client, gate: gate, clock: clock, recorder: recorder}
 	env.refresh()
+	env.renewOwnLease()
 	return env
+}
+
+// renewOwnLease renews this server's identity lease at the clock's time, in the
+// fake server and the cache, as its lease controller does every 10 seconds.
+func (e *testEnv) renewOwnLease() {
+	e.t.Helper()
+	renewed := metav1.NewMicroTime(e.clock.Now())
+	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-a", Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
+	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	err := e.client.Tracker().Update(leases, own, "kube-system")
+	if apierrors.IsNotFound(err) {
+		err = e.client.Tracker().Create(leases, own, "kube-system")
+	}
+	if err == nil {
+		err = e.c.leaseInformer.GetIndexer().Update(own)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // refresh loads the listers' caches from the fake server, as the watches would.
@@ -140,6 +161,7 @@ func (e *testEnv) refresh() {
 // sync runs one pass for the Feature and refreshes the caches.
 func (e *testEnv) sync(name string) time.Duration {
 	e.t.Helper()
+	e.renewOwnLease()
 	after, err := e.c.sync(context.Background(), name)
 	if err != nil {
 		e.t.Fatalf("sync %s: %v", name, err)
@@ -592,4 +614,97 @@ func TestStaleDanglingUsesAreSampledAgain(t *testing.T) {
 
 func dump(f *featuresv1alpha1.Feature) string {
 	return fmt.Sprintf("state %s, tasks %+v, conditions %+v, uses %+v", f.Status.State, f.Status.Tasks, f.Status.Conditions, f.Status.Uses)
+}
+
+// A server whose own identity lease is stale (it could not renew it) or deleted
+// (on shutdown) is dead to the other servers, which lead its Features: it must
+// write nothing, or two servers lead a Feature at once.
+func TestAServerWithoutALiveLeaseWritesNothing(t *testing.T) {
+	for name, lose := range map[string]func(e *testEnv){
+		"stale": func(e *testEnv) { e.clock.Step(time.Minute) },
+		"deleted": func(e *testEnv) {
+			if err := e.client.CoordinationV1().Leases("kube-system").Delete(context.Background(), "apiserver-a", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e.refresh()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t, nil)
+			lose(e)
+			before := len(e.client.Actions())
+			for _, feature := range []string{"foo", "bar"} {
+				if _, err := e.c.sync(context.Background(), feature); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if actions := e.client.Actions()[before:]; len(actions) > 0 {
+				t.Errorf("own lease %s: the server wrote %v", name, actions)
+			}
+		})
+	}
+}
+
+// blockingTask blocks its first run until released, whatever its context says,
+// as a task does while a write of it is in flight.
+type blockingTask struct {
+	started, release chan struct{}
+	runs             int
+}
+
+func (t *blockingTask) Name() string                 { return "Blocking" }
+func (t *blockingTask) AppliesTo(tr Transition) bool { return tr == TurnOn }
+func (t *blockingTask) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	t.runs++
+	if t.runs == 1 {
+		close(t.started)
+		<-t.release
+	}
+	return Done, nil
+}
+
+// The loop stops before the server gives up its identity lease (Stop, called
+// by the lease's pre-shutdown hook): Run must not return while a pass still
+// runs, or the pass overlaps the next leader's.
+func TestRunReturnsOnlyOnceNoPassRuns(t *testing.T) {
+	task := &blockingTask{started: make(chan struct{}), release: make(chan struct{})}
+	registry := NewRegistry(&fakeTask{name: "WaitForUses", applies: TurnOn})
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo") // Off, the default
+	e.set(foo, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		e.c.Run(ctx)
+	}()
+	select {
+	case <-task.started:
+	case <-time.After(time.Minute):
+		t.Fatal("the task did not start")
+	}
+	cancel()
+	select {
+	case <-returned:
+		t.Fatal("Run returned while a task still ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(task.release)
+	select {
+	case <-returned:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after the task did")
+	}
+	if !e.c.queue.ShuttingDown() {
+		t.Error("Run returned with its queue still open")
+	}
+}
+
+func TestStopOfALoopNeverStartedReturns(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.c.Stop()
+	e.c.Start(context.Background())
+	e.c.Stop()
 }

@@ -26,14 +26,15 @@ import (
 )
 
 // liveAPIServers returns the identities of the kube-apiservers whose identity
-// lease was renewed within liveness before now, and self, which is alive
-// whatever its lease says. Upstream's identity leases last an hour and are
-// collected hourly, so the lease's existence says little: a server that
-// stopped renewing a few renew periods ago is gone.
-func liveAPIServers(leases []*coordinationv1.Lease, self string, now time.Time, liveness time.Duration) []string {
-	live := []string{self}
+// lease was renewed within liveness before now. Upstream's identity leases last
+// an hour and are collected hourly, so the lease's existence says little: a
+// server that stopped renewing a few renew periods ago is gone. The same rule
+// holds for this server: one whose own lease is stale, or already deleted on
+// shutdown, is a leader to no one else, so it must not lead either.
+func liveAPIServers(leases []*coordinationv1.Lease, now time.Time, liveness time.Duration) []string {
+	var live []string
 	for _, lease := range leases {
-		if lease.Name == self || lease.Spec.RenewTime == nil || now.Sub(lease.Spec.RenewTime.Time) > liveness {
+		if lease.Spec.RenewTime == nil || now.Sub(lease.Spec.RenewTime.Time) > liveness {
 			continue
 		}
 		live = append(live, lease.Name)

@@ -34,12 +34,31 @@ func TestLiveAPIServers(t *testing.T) {
 	leases := []*coordinationv1.Lease{
 		lease("apiserver-b", now.Add(-5*time.Second)),
 		lease("apiserver-c", now.Add(-31*time.Second)), // stopped renewing
-		lease("apiserver-a", now.Add(-time.Hour)),      // self, lease not renewed yet
+		lease("apiserver-a", now.Add(-2*time.Second)),
 		{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-d"}},
 	}
-	got := fmt.Sprint(liveAPIServers(leases, "apiserver-a", now, 30*time.Second))
+	got := fmt.Sprint(liveAPIServers(leases, now, 30*time.Second))
 	if want := "[apiserver-a apiserver-b]"; got != want {
 		t.Errorf("live = %s, want %s", got, want)
+	}
+}
+
+// A server whose own lease is stale (it could not renew) or gone (deleted on
+// shutdown) is dead to the others, which take its Features over: it must not
+// count itself live and lead them too.
+func TestAServerWithoutALiveLeaseLeadsNothing(t *testing.T) {
+	now := time.Now()
+	for name, own := range map[string][]*coordinationv1.Lease{
+		"stale":   {lease("apiserver-a", now.Add(-time.Minute))},
+		"deleted": nil,
+	} {
+		leases := append([]*coordinationv1.Lease{lease("apiserver-b", now)}, own...)
+		members := liveAPIServers(leases, now, 30*time.Second)
+		for i := range 100 {
+			if leader := LeaderOf(fmt.Sprintf("feature%d", i), members); leader != "apiserver-b" {
+				t.Fatalf("own lease %s: feature%d led by %s among %v, want apiserver-b, the only live lease", name, i, leader, members)
+			}
+		}
 	}
 }
 
