@@ -95,6 +95,11 @@ const (
 	MaxFeatureUseInstances = 10
 	// MaxFeatureConditions is the most conditions a Feature may have.
 	MaxFeatureConditions = 16
+	// MaxFeatureTaskNameLength is the longest task name: a qualified name's,
+	// a DNS subdomain, '/' and 63 characters.
+	MaxFeatureTaskNameLength = 253 + 1 + 63
+	// MaxFeatureTaskErrorLength is the longest lastError of a task.
+	MaxFeatureTaskErrorLength = 1024
 )
 
 // Condition types of a Feature, set by kube-apiserver's server flow.

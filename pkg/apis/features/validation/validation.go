@@ -118,13 +118,18 @@ func validateStatus(status *featuresapi.FeatureStatus, fldPath *field.Path) fiel
 	tasks := sets.New[string]()
 	for i, task := range status.Tasks {
 		namePath := tasksPath.Index(i).Child("name")
-		if !taskNameRegexp.MatchString(task.Name) {
+		if len(task.Name) > featuresapi.MaxFeatureTaskNameLength {
+			allErrs = append(allErrs, field.TooLong(namePath, "", featuresapi.MaxFeatureTaskNameLength))
+		} else if !taskNameRegexp.MatchString(task.Name) {
 			allErrs = append(allErrs, field.Invalid(namePath, task.Name, "must be a task name: letters and digits starting with a letter, optionally after a domain and '/'"))
 		}
 		if tasks.Has(task.Name) {
 			allErrs = append(allErrs, field.Duplicate(namePath, task.Name))
 		}
 		tasks.Insert(task.Name)
+		if len(task.LastError) > featuresapi.MaxFeatureTaskErrorLength {
+			allErrs = append(allErrs, field.TooLong(tasksPath.Index(i).Child("lastError"), "", featuresapi.MaxFeatureTaskErrorLength))
+		}
 	}
 
 	if len(status.Conditions) > featuresapi.MaxFeatureConditions {

@@ -67,6 +67,15 @@ func TestValidateFeature(t *testing.T) {
 		{name: "unknown stage", mutate: func(f *featuresapi.Feature) { f.Status.Stage = "Gamma" }, wantErr: `status.stage: Unsupported value: "Gamma"`},
 		{name: "bad version", mutate: func(f *featuresapi.Feature) { f.Status.BinaryVersion = "one" }, wantErr: "status.binaryVersion: Invalid value"},
 		{name: "bad task name", mutate: func(f *featuresapi.Feature) { f.Status.Tasks[0].Name = "wait for uses" }, wantErr: "status.tasks[0].name: Invalid value"},
+		{name: "task name too long", mutate: func(f *featuresapi.Feature) {
+			f.Status.Tasks[1].Name = strings.Repeat("a", 250) + ".com/" + strings.Repeat("T", 63)
+		}, wantErr: "status.tasks[1].name: Too long: may not be more than 317 bytes"},
+		{name: "task error too long", mutate: func(f *featuresapi.Feature) {
+			f.Status.Tasks[0].LastError = strings.Repeat("x", featuresapi.MaxFeatureTaskErrorLength+1)
+		}, wantErr: "status.tasks[0].lastError: Too long: may not be more than 1024 bytes"},
+		{name: "task error as long as allowed", mutate: func(f *featuresapi.Feature) {
+			f.Status.Tasks[0].LastError = strings.Repeat("x", featuresapi.MaxFeatureTaskErrorLength)
+		}},
 		{name: "duplicate task", mutate: func(f *featuresapi.Feature) { f.Status.Tasks[1].Name = "WaitForUses" }, wantErr: "status.tasks[1].name: Duplicate value"},
 		{name: "too many tasks", mutate: func(f *featuresapi.Feature) {
 			f.Status.Tasks = make([]featuresapi.FeatureTask, featuresapi.MaxFeatureTasks+1)

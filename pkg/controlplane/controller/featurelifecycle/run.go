@@ -25,11 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/featuregate"
+	featuresapi "k8s.io/kubernetes/pkg/apis/features"
 	"k8s.io/utils/ptr"
 )
 
-// maxTaskErrorLength bounds the error a task records in status.
-const maxTaskErrorLength = 1024
+// maxTaskErrorLength bounds the error a task records in status, as validation does.
+const maxTaskErrorLength = featuresapi.MaxFeatureTaskErrorLength
 
 // runTask runs the first task of the Feature and records the outcome: an
 // error on the task, as an event and a condition, with back-off; a task that
