@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 	"k8s.io/utils/ptr"
@@ -36,9 +37,15 @@ const thirdPartyNamespace = metav1.NamespaceDefault
 
 func startAPIServer(t *testing.T, flags ...string) clientset.Interface {
 	t.Helper()
+	return clientset.NewForConfigOrDie(startAPIServerConfig(t, flags...))
+}
+
+// startAPIServerConfig returns the client config of kube-apiserver's loopback identity.
+func startAPIServerConfig(t *testing.T, flags ...string) *restclient.Config {
+	t.Helper()
 	server := kubeapiservertesting.StartTestServerOrDie(t, nil, append([]string{"--endpoint-reconciler-type=none"}, flags...), framework.SharedEtcd())
 	t.Cleanup(server.TearDownFn)
-	return clientset.NewForConfigOrDie(server.ClientConfig)
+	return server.ClientConfig
 }
 
 func TestFeatureAPINeedsGateAndRuntimeConfig(t *testing.T) {
@@ -165,5 +172,33 @@ func TestFeatureTable(t *testing.T) {
 	}
 	if len(table.Rows) != 1 || table.Rows[0].Cells[1] != "On" || table.Rows[0].Cells[3] != "On" {
 		t.Errorf("rows = %+v", table.Rows)
+	}
+}
+
+// Only kube-apiserver writes the status of its Features: a cluster admin, who
+// may do anything RBAC governs, is refused; third parties' namespaces are theirs.
+func TestOnlyKubeAPIServerWritesTheStatusOfItsFeatures(t *testing.T) {
+	ctx := context.Background()
+	config := startAPIServerConfig(t, "--feature-gates=FeatureLifecycle=true", "--runtime-config=features.k8s.io/v1alpha1=true")
+	adminConfig := restclient.CopyConfig(config)
+	adminConfig.Impersonate = restclient.ImpersonationConfig{UserName: "admin", Groups: []string{"system:masters"}}
+	admin := clientset.NewForConfigOrDie(adminConfig)
+	for _, namespace := range []string{metav1.NamespaceSystem, thirdPartyNamespace} {
+		// The example.com gate is no gate of kube-apiserver, so its server flow leaves it alone.
+		f, err := admin.FeaturesV1alpha1().Features(namespace).Create(ctx, &featuresv1alpha1.Feature{
+			ObjectMeta: metav1.ObjectMeta{Name: "drainwidgets"},
+			Spec:       featuresv1alpha1.FeatureSpec{FeatureName: "DrainWidgets"},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Status = featuresv1alpha1.FeatureStatus{Default: ptr.To(false), ConfiguredValue: ptr.To(true), State: featuresv1alpha1.FeatureStateOn}
+		_, err = admin.FeaturesV1alpha1().Features(namespace).UpdateStatus(ctx, f, metav1.UpdateOptions{})
+		switch {
+		case namespace == metav1.NamespaceSystem && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "feature lifecycle controller only")):
+			t.Errorf("%s: an admin wrote the status of a Feature, want Forbidden naming who writes it: %v", namespace, err)
+		case namespace != metav1.NamespaceSystem && err != nil:
+			t.Errorf("%s: a third party's status write failed: %v", namespace, err)
+		}
 	}
 }

@@ -142,7 +142,24 @@ func (featureUsesStrategy) PrepareForUpdate(ctx context.Context, obj, old runtim
 	f.Spec = oldF.Spec
 	f.Status = oldF.Status
 	f.Status.Uses = uses
+	setFirstReportTimes(f.Status.Uses, oldF.Status.Uses, metav1.Now())
 	metav1.ResetObjectMetaForStatus(&f.ObjectMeta, &oldF.ObjectMeta)
+}
+
+// setFirstReportTimes sets the first report time of each use: the stored one of
+// an entry that exists (same component and value), now for a new one. The
+// server sets it, as the age of an entry decides when the server flow trusts
+// or clears it, and a reporter's clock or claim must not.
+func setFirstReportTimes(uses, old []featuresapi.FeatureUse, now metav1.Time) {
+	for i := range uses {
+		uses[i].FirstReportTime = now
+		for _, o := range old {
+			if o.Component == uses[i].Component && o.Value == uses[i].Value {
+				uses[i].FirstReportTime = o.FirstReportTime
+				break
+			}
+		}
+	}
 }
 
 func (featureUsesStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

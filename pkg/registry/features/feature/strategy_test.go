@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
@@ -92,6 +93,7 @@ func TestStrategiesWriteOnlyTheirPart(t *testing.T) {
 		UsesStrategy.PrepareForUpdate(ctx, f, stored())
 		want := stored()
 		want.Status.Uses = request().Status.Uses
+		want.Status.Uses[0].FirstReportTime = f.Status.Uses[0].FirstReportTime // the server's (TestUsesFirstReportTimesAreTheServers)
 		if diff := cmp.Diff(want, f); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
@@ -114,5 +116,25 @@ func TestUsesResetFieldsCoverTheStatus(t *testing.T) {
 	}
 	if !status.Has(fieldpath.MakePathOrDie("status", "uses")) {
 		t.Error("the status subresource must reset status.uses")
+	}
+}
+
+// A reporter cannot choose when its use was first reported: new entries get the
+// server's time, existing ones keep theirs.
+func TestUsesFirstReportTimesAreTheServers(t *testing.T) {
+	old := stored()
+	reported := metav1.NewTime(metav1.Now().Add(-time.Hour))
+	old.Status.Uses[0].FirstReportTime = reported
+	forged := metav1.NewTime(reported.Add(-24 * time.Hour))
+	update := old.DeepCopy()
+	update.Status.Uses[0].FirstReportTime = forged
+	update.Status.Uses = append(update.Status.Uses, featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-2"}, FirstReportTime: forged})
+	before := metav1.Now()
+	UsesStrategy.PrepareForUpdate(context.Background(), update, old)
+	if got := update.Status.Uses[0].FirstReportTime; !got.Equal(&reported) {
+		t.Errorf("existing entry: first report time %v, want the stored %v", got, reported)
+	}
+	if got := update.Status.Uses[1].FirstReportTime; got.Before(&before) {
+		t.Errorf("new entry: first report time %v, want the server's time (not before %v)", got, before)
 	}
 }

@@ -18,9 +18,13 @@ package storage
 
 import (
 	"context"
+	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -64,13 +68,30 @@ func NewREST(optsGetter generic.RESTOptionsGetter) (*REST, *SubresourceREST, *Su
 	usesStore.UpdateStrategy = feature.UsesStrategy
 	usesStore.ResetFieldsStrategy = feature.UsesStrategy
 
-	return &REST{store}, &SubresourceREST{store: &statusStore}, &SubresourceREST{store: &usesStore}, nil
+	return &REST{store}, &SubresourceREST{store: &statusStore, authorize: serverFlowOnly}, &SubresourceREST{store: &usesStore}, nil
 }
 
 // SubresourceREST is the storage of a subresource that updates a part of a
 // Feature: its status, or its uses.
 type SubresourceREST struct {
 	store *genericregistry.Store
+	// authorize, if set, is asked before every update, after authorization.
+	authorize func(ctx context.Context, namespace, name string) error
+}
+
+// serverFlowOnly lets only kube-apiserver itself (its loopback identity) write
+// the status of the Features in kube-system: their state and tasks are the
+// server flow's, whatever RBAC grants, and components report through uses.
+// Third parties drive the Features in their own namespaces, as RBAC allows.
+func serverFlowOnly(ctx context.Context, namespace, name string) error {
+	if namespace != metav1.NamespaceSystem {
+		return nil
+	}
+	if u, ok := genericapirequest.UserFrom(ctx); ok && u.GetName() == user.APIServerUser {
+		return nil
+	}
+	return apierrors.NewForbidden(featuresapi.Resource("features/status"), name,
+		fmt.Errorf("the status of the Features in %s is written by kube-apiserver's feature lifecycle controller only; components report through features/uses", metav1.NamespaceSystem))
 }
 
 var _ = rest.Patcher(&SubresourceREST{})
@@ -92,6 +113,12 @@ func (r *SubresourceREST) Get(ctx context.Context, name string, options *metav1.
 
 // Update alters the subresource's part of the object.
 func (r *SubresourceREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	if r.authorize != nil {
+		namespace, _ := genericapirequest.NamespaceFrom(ctx)
+		if err := r.authorize(ctx, namespace, name); err != nil {
+			return nil, false, err
+		}
+	}
 	// Subresources never create on update.
 	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
 }
