@@ -25,6 +25,7 @@ package featurelifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -348,6 +349,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			return 0, err
 		}
 	}
+	if updated, err = c.holdWhileTransitioning(ctx, updated); updated == nil || err != nil {
+		return 0, err
+	}
 	if len(updated.Status.Tasks) == 0 {
 		return 0, c.resampleDanglingUses(ctx, updated, now)
 	}
@@ -382,6 +386,33 @@ func (c *Controller) resampleDanglingUses(ctx context.Context, f *featuresv1alph
 		return nil
 	}
 	return err
+}
+
+// TransitionFinalizer keeps a Feature that is deleted mid-transition until its
+// transition is done: recreated at once, it would start at its configured
+// value and skip the tasks that were left.
+const TransitionFinalizer = "features.k8s.io/transition"
+
+// holdWhileTransitioning puts TransitionFinalizer on a Feature that has tasks
+// and takes it off one that has none. It returns the written object, nil after
+// a conflict, as writeStatus does.
+func (c *Controller) holdWhileTransitioning(ctx context.Context, f *featuresv1alpha1.Feature) (*featuresv1alpha1.Feature, error) {
+	transitioning := len(f.Status.Tasks) > 0
+	held := slices.Contains(f.Finalizers, TransitionFinalizer)
+	if transitioning == held {
+		return f, nil
+	}
+	updated := f.DeepCopy()
+	if transitioning {
+		updated.Finalizers = append(updated.Finalizers, TransitionFinalizer)
+	} else {
+		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(s string) bool { return s == TransitionFinalizer })
+	}
+	written, err := c.client.FeaturesV1alpha1().Features(f.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return written, err
 }
 
 func (c *Controller) create(ctx context.Context, key featuregate.Feature) error {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -707,4 +708,30 @@ func TestStopOfALoopNeverStartedReturns(t *testing.T) {
 	e.c.Stop()
 	e.c.Start(context.Background())
 	e.c.Stop()
+}
+
+// A Feature deleted mid-transition stays until its transition is done: the
+// server flow holds it with a finalizer while it has tasks, and only then.
+func TestATransitionHoldsItsFeature(t *testing.T) {
+	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{{Message: "preparing"}}}
+	registry := NewRegistry(&fakeTask{name: "WaitForUses", applies: TurnOn})
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo") // Off, the default
+	if f := e.get("foo"); len(f.Finalizers) != 0 {
+		t.Fatalf("a stable Feature is held: %v", f.Finalizers)
+	}
+	e.set(foo, true)
+	e.sync("foo") // TurningOn; WaitForUses done, PrepareFoo next
+	e.sync("foo") // PrepareFoo is not done yet
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateTurningOn || !slices.Contains(f.Finalizers, TransitionFinalizer) {
+		t.Fatalf("state %s, finalizers %v; want TurningOn held by %s", f.Status.State, f.Finalizers, TransitionFinalizer)
+	}
+	e.clock.Step(10 * time.Second)
+	e.sync("foo") // PrepareFoo done: On
+	e.sync("foo")
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateOn || len(f.Finalizers) != 0 {
+		t.Errorf("state %s, finalizers %v; want On and no finalizer", f.Status.State, f.Finalizers)
+	}
 }
