@@ -202,3 +202,28 @@ func TestOnlyKubeAPIServerWritesTheStatusOfItsFeatures(t *testing.T) {
 		}
 	}
 }
+
+// Features have many writers: an update must name the resourceVersion it read,
+// or it would drop the others' writes.
+func TestFeatureUpdatesAreConditional(t *testing.T) {
+	ctx := context.Background()
+	client := startAPIServer(t, "--feature-gates=FeatureLifecycle=true", "--runtime-config=features.k8s.io/v1alpha1=true")
+	features := client.FeaturesV1alpha1().Features(thirdPartyNamespace)
+	f, err := features.Create(ctx, &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Name: "drainwidgets"},
+		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: "DrainWidgets"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind := f.DeepCopy()
+	blind.ResourceVersion = ""
+	blind.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}}
+	if _, err := features.UpdateUses(ctx, blind.Name, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "resourceVersion") {
+		t.Errorf("uses update without a resourceVersion: want Invalid naming it, got %v", err)
+	}
+	blind.Labels = map[string]string{"a": "b"}
+	if _, err := features.Update(ctx, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "resourceVersion") {
+		t.Errorf("update without a resourceVersion: want Invalid naming it, got %v", err)
+	}
+}

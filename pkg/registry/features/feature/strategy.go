@@ -75,7 +75,10 @@ func (featureStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Ob
 	return nil
 }
 
-func (featureStrategy) AllowUnconditionalUpdate() bool { return true }
+// AllowUnconditionalUpdate is false: Features have many writers (the server flow,
+// every reporting component), and an update that does not name the
+// resourceVersion it read would drop the writes it did not see.
+func (featureStrategy) AllowUnconditionalUpdate() bool { return false }
 
 // featureStatusStrategy writes the status, but for its uses: kube-apiserver
 // drives the state and tasks, and the components' uses have their own
