@@ -68,7 +68,7 @@ func NewREST(optsGetter generic.RESTOptionsGetter) (*REST, *SubresourceREST, *Su
 	usesStore.UpdateStrategy = feature.UsesStrategy
 	usesStore.ResetFieldsStrategy = feature.UsesStrategy
 
-	return &REST{store}, &SubresourceREST{store: &statusStore, authorize: serverFlowOnly}, &SubresourceREST{store: &usesStore}, nil
+	return &REST{store}, &SubresourceREST{store: &statusStore, authorize: serverFlowOnly}, &SubresourceREST{store: &usesStore, authorizeChange: ownUsesOnly}, nil
 }
 
 // SubresourceREST is the storage of a subresource that updates a part of a
@@ -77,6 +77,9 @@ type SubresourceREST struct {
 	store *genericregistry.Store
 	// authorize, if set, is asked before every update, after authorization.
 	authorize func(ctx context.Context, namespace, name string) error
+	// authorizeChange, if set, is asked about the change an update makes, before
+	// admission validates it.
+	authorizeChange func(ctx context.Context, obj, old *featuresapi.Feature) error
 }
 
 // serverFlowOnly lets only kube-apiserver itself (its loopback identity) write
@@ -117,6 +120,18 @@ func (r *SubresourceREST) Update(ctx context.Context, name string, objInfo rest.
 		namespace, _ := genericapirequest.NamespaceFrom(ctx)
 		if err := r.authorize(ctx, namespace, name); err != nil {
 			return nil, false, err
+		}
+	}
+	if r.authorizeChange != nil {
+		validate := updateValidation
+		updateValidation = func(ctx context.Context, obj, old runtime.Object) error {
+			if err := r.authorizeChange(ctx, obj.(*featuresapi.Feature), old.(*featuresapi.Feature)); err != nil {
+				return err
+			}
+			if validate == nil {
+				return nil
+			}
+			return validate(ctx, obj, old)
 		}
 	}
 	// Subresources never create on update.
