@@ -42,7 +42,9 @@ func TestEachIdentityChangesOnlyItsOwnUses(t *testing.T) {
 		change(f)
 		return f
 	}
-	addScheduler := func(f *featuresapi.Feature) { f.Status.Uses[1].Instances = append(f.Status.Uses[1].Instances, "scheduler-2") }
+	addScheduler := func(f *featuresapi.Feature) {
+		f.Status.Uses[1].Instances = append(f.Status.Uses[1].Instances, "scheduler-2")
+	}
 	forgeAPIServer := func(f *featuresapi.Feature) { f.Status.Uses[0].Value = false }
 	dropAPIServer := func(f *featuresapi.Feature) { f.Status.Uses = f.Status.Uses[1:] }
 	addKubelet := func(f *featuresapi.Feature) {
