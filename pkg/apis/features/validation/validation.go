@@ -72,6 +72,35 @@ func ValidateFeatureStatusUpdate(f, old *featuresapi.Feature) field.ErrorList {
 func ValidateFeatureUsesUpdate(f, old *featuresapi.Feature) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&f.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateUses(f.Status.Uses, field.NewPath("status", "uses"))...)
+	allErrs = append(allErrs, validateOneValuePerInstance(f.Status.Uses, old.Status.Uses, field.NewPath("status", "uses"))...)
+	return allErrs
+}
+
+// validateOneValuePerInstance rejects an instance named under both values of a
+// component, unless it already was before the update (ratcheting: objects
+// written before the rule keep working). An instance that changes its value
+// moves itself from one entry to the other.
+func validateOneValuePerInstance(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
+	both := func(uses []featuresapi.FeatureUse) sets.Set[string] {
+		byValue := map[bool]sets.Set[string]{true: sets.New[string](), false: sets.New[string]()}
+		for _, use := range uses {
+			for _, instance := range use.Instances {
+				byValue[use.Value].Insert(use.Component + "/" + instance)
+			}
+		}
+		return byValue[true].Intersection(byValue[false])
+	}
+	named, allowed := both(uses), both(old)
+	var allErrs field.ErrorList
+	for i, use := range uses {
+		for j, instance := range use.Instances {
+			k := use.Component + "/" + instance
+			if use.Value && named.Has(k) && !allowed.Has(k) {
+				allErrs = append(allErrs, field.Invalid(fldPath.Index(i).Child("instances").Index(j), instance,
+					fmt.Sprintf("is also named under value false of component %q: an instance reports one value, and moves itself when its value changes", use.Component)))
+			}
+		}
+	}
 	return allErrs
 }
 

@@ -144,3 +144,25 @@ func TestValidateFeatureUpdates(t *testing.T) {
 		t.Errorf("an unchanged uses update must pass, got %v", errs)
 	}
 }
+
+// An instance reports one value: naming it under both values of its component
+// is Invalid, unless the stored object already did.
+func TestValidateOneValuePerInstance(t *testing.T) {
+	old := validFeature()
+	old.ResourceVersion = "1"
+	both := old.DeepCopy()
+	both.Status.Uses[1].Instances = append(both.Status.Uses[1].Instances, "node-2") // node-2 is under false too
+	errs := ValidateFeatureUsesUpdate(both, old)
+	if !strings.Contains(errs.ToAggregate().Error(), `status.uses[1].instances[1]: Invalid value: "node-2": is also named under value false of component "kubelet"`) {
+		t.Errorf("want node-2 named under both values rejected, got %v", errs)
+	}
+	moved := old.DeepCopy()
+	moved.Status.Uses[1].Instances = append(moved.Status.Uses[1].Instances, "node-2")
+	moved.Status.Uses[2].Instances = []string{"node-3"}
+	if errs := ValidateFeatureUsesUpdate(moved, old); len(errs) != 0 {
+		t.Errorf("an instance that moved itself to the other value must pass, got %v", errs)
+	}
+	if errs := ValidateFeatureUsesUpdate(both.DeepCopy(), both); len(errs) != 0 {
+		t.Errorf("an object that already named an instance under both values must stay writable, got %v", errs)
+	}
+}

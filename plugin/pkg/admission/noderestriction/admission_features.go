@@ -32,7 +32,8 @@ const kubeletComponent = "kubelet"
 
 // admitFeatureUses lets a node report what its kubelet found: it may add its
 // own name to the kubelet entry of a value, or add that entry naming only
-// itself, and change nothing else.
+// itself, remove its name from the entry of the other value (and that entry,
+// if it named only the node), and change nothing else.
 func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error {
 	if a.GetSubresource() != "uses" {
 		return admission.NewForbidden(a, fmt.Errorf("nodes may only update the uses subresource of features"))
@@ -85,6 +86,11 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		}
 		remaining = slices.Delete(remaining, i, i+1)
 	}
+	// A node whose value changed moves itself: the kubelet entry that named only
+	// it may go.
+	remaining = slices.DeleteFunc(remaining, func(old featuresapi.FeatureUse) bool {
+		return old.Component == kubeletComponent && slices.Equal(old.Instances, []string{nodeName})
+	})
 	if len(remaining) > 0 {
 		return fmt.Errorf("node %q may not remove uses: %s=%t is missing", nodeName, remaining[0].Component, remaining[0].Value)
 	}

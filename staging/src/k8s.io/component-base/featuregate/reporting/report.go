@@ -215,13 +215,27 @@ func (r *reporter) entry(f *featuresv1alpha1.Feature, use Use) int {
 	})
 }
 
+// needsReport tells whether the Feature lacks this instance's use: no entry for
+// the value, or a sample with room that does not name it, or this instance named
+// under the other value (it ran with that value before).
 func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
+	if r.namedUnderOtherValue(f, use) >= 0 {
+		return true
+	}
 	i := r.entry(f, use)
 	if i < 0 {
 		return true
 	}
 	instances := f.Status.Uses[i].Instances
 	return len(instances) < r.opts.SampleSize && !slices.Contains(instances, r.opts.Instance)
+}
+
+// namedUnderOtherValue returns the index of the entry of the other value that
+// names this instance, or -1.
+func (r *reporter) namedUnderOtherValue(f *featuresv1alpha1.Feature, use Use) int {
+	return slices.IndexFunc(f.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool {
+		return u.Component == r.opts.Component && u.Value != use.Value && slices.Contains(u.Instances, r.opts.Instance)
+	})
 }
 
 // write adds the use to the Feature as the cache has it. A conflict means
@@ -233,12 +247,21 @@ func (r *reporter) write(ctx context.Context, use Use) error {
 		return nil
 	}
 	f = f.DeepCopy()
-	if i := r.entry(f, use); i >= 0 {
-		f.Status.Uses[i].Instances = append(f.Status.Uses[i].Instances, r.opts.Instance)
-	} else {
+	// An instance reports one value: it moves itself out of the other value's
+	// entry, which goes when it named only this instance.
+	if i := r.namedUnderOtherValue(f, use); i >= 0 {
+		f.Status.Uses[i].Instances = slices.DeleteFunc(f.Status.Uses[i].Instances, func(s string) bool { return s == r.opts.Instance })
+		if len(f.Status.Uses[i].Instances) == 0 {
+			f.Status.Uses = slices.Delete(f.Status.Uses, i, i+1)
+		}
+	}
+	switch i := r.entry(f, use); {
+	case i < 0:
 		f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{
 			Component: r.opts.Component, Value: use.Value, Instances: []string{r.opts.Instance}, FirstReportTime: metav1.Now(),
 		})
+	case len(f.Status.Uses[i].Instances) < r.opts.SampleSize && !slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance):
+		f.Status.Uses[i].Instances = append(f.Status.Uses[i].Instances, r.opts.Instance)
 	}
 	_, err = r.client.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -272,5 +273,50 @@ func TestWaitForAPIBacksOffUntilServed(t *testing.T) {
 	r.sleep = func(context.Context, time.Duration) { cancel() }
 	if r.waitForAPI(ctx, client.Discovery()) {
 		t.Error("waitForAPI returned true for an API that is not served")
+	}
+}
+
+// An instance that ran with the other value before moves itself: it never stays
+// named under both values.
+func TestReportMovesTheInstanceToItsNewValue(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		stored, want []featuresv1alpha1.FeatureUse
+	}{{
+		name:   "its own entry goes",
+		stored: []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-1"}}},
+		want:   []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}},
+	}, {
+		// The other value's entry stays for the others; a full sample of the new
+		// value is left as it is, and node-1 still moves out of the old one.
+		name: "a shared entry stays, a full sample is kept",
+		stored: []featuresv1alpha1.FeatureUse{
+			{Component: "kubelet", Value: false, Instances: []string{"node-2", "node-1"}},
+			{Component: "kubelet", Value: true, Instances: []string{"node-3", "node-4", "node-5"}},
+		},
+		want: []featuresv1alpha1.FeatureUse{
+			{Component: "kubelet", Value: false, Instances: []string{"node-2"}},
+			{Component: "kubelet", Value: true, Instances: []string{"node-3", "node-4", "node-5"}},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			server, client, lister := newFakeServer(0, "alphafeature")
+			f := server.features["alphafeature"]
+			f.Status.Uses = tc.stored
+			_ = server.indexer.Update(f.DeepCopy())
+			r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, testOptions("node-1"))
+			if err := r.reportOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := server.uses("alphafeature")
+			for i := range got {
+				got[i].FirstReportTime = metav1.Time{}
+			}
+			if !slices.EqualFunc(got, tc.want, func(a, b featuresv1alpha1.FeatureUse) bool {
+				return a.Component == b.Component && a.Value == b.Value && slices.Equal(a.Instances, b.Instances)
+			}) {
+				t.Errorf("uses = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
