@@ -424,19 +424,42 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 
 func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
 	e := newTestEnv(t, NewRegistry(NewWaitForUses(0)))
+	// Another live kube-apiserver, which does not lead bar.
+	other := ""
+	for _, name := range []string{"apiserver-b", "apiserver-c", "apiserver-d", "apiserver-e"} {
+		if LeaderOf("bar", []string{"apiserver-a", name}) == "apiserver-a" {
+			other = name
+			break
+		}
+	}
 	e.sync("bar")
 	e.sync("bar")
 	f := e.get("bar")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: false, Instances: []string{"apiserver-b"}}}
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: false, Instances: []string{other, "apiserver-gone"}, FirstReportTime: metav1.NewTime(e.clock.Now())}}
 	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+
+	// Only servers with a live identity lease count: neither is live yet.
+	e.sync("bar")
+	f = e.get("bar")
+	if agreed := condition(f, featuresv1alpha1.FeatureConditionConfigurationAgreed); f.Status.State != featuresv1alpha1.FeatureStateOn || agreed.Status != metav1.ConditionTrue {
+		t.Errorf("with no live server reporting false: state %s, ConfigurationAgreed %+v; want On and True", f.Status.State, agreed)
+	}
+
+	renewed := metav1.NewMicroTime(e.clock.Now())
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: other, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.refresh()
 	e.sync("bar")
 	f = e.get("bar")
 	agreed := condition(f, featuresv1alpha1.FeatureConditionConfigurationAgreed)
-	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || agreed.Status != metav1.ConditionFalse || !strings.Contains(agreed.Message, "apiserver-b") {
-		t.Errorf("state %s, ConfigurationAgreed %+v; want TurningOn and False naming apiserver-b", f.Status.State, agreed)
+	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || agreed.Status != metav1.ConditionFalse || !strings.Contains(agreed.Message, other) || strings.Contains(agreed.Message, "apiserver-gone") {
+		t.Errorf("state %s, ConfigurationAgreed %+v; want TurningOn and False naming %s only", f.Status.State, agreed, other)
 	}
 }
 

@@ -75,7 +75,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	if configured {
 		target, turning, transition = featuresv1alpha1.FeatureStateOn, featuresv1alpha1.FeatureStateTurningOn, TurnOn
 	}
-	disagreeing := disagreeingAPIServers(s.Uses, configured)
+	disagreeing := disagreeingAPIServers(s.Uses, configured, c.liveMembers())
 	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
 		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
 
@@ -139,12 +139,18 @@ func taskEntries(tasks []Task) []featuresv1alpha1.FeatureTask {
 }
 
 // disagreeingAPIServers returns the sampled kube-apiservers that report a
-// value other than configured.
-func disagreeingAPIServers(uses []featuresv1alpha1.FeatureUse, configured bool) []string {
+// value other than configured, among the live ones: an entry naming a server
+// without a live identity lease is one that left (or was never one), and
+// speaks for no running server.
+func disagreeingAPIServers(uses []featuresv1alpha1.FeatureUse, configured bool, live []string) []string {
 	var instances []string
 	for _, use := range uses {
 		if use.Component == apiServerComponent && use.Value != configured {
-			instances = append(instances, use.Instances...)
+			for _, instance := range use.Instances {
+				if slices.Contains(live, instance) {
+					instances = append(instances, instance)
+				}
+			}
 		}
 	}
 	slices.Sort(instances)
