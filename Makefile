@@ -67,7 +67,7 @@ e2e: tree
 kind-image: tree
 	@hack/kind-image.sh
 
-## kind-up: a kind cluster of the fork (root): one control plane and a worker; HA=1: three control planes
+## kind-up: a kind cluster of the fork (root): one control plane and a worker; HA=1: three control planes; WORKERS=2: two workers
 kind-up: tree
 	@hack/kind.sh up
 

@@ -17,7 +17,8 @@
 # hack/kind.sh up|down: the fork's kind cluster (root; docs/kind.md).
 #   up    make kind-image, then a cluster of it from build/kind/cluster.yaml (one
 #         control plane, one worker; HA=1: build/kind/cluster-ha.yaml, three control
-#         planes behind kind's load balancer, one worker), its pod network, Ready nodes
+#         planes behind kind's load balancer, one worker; WORKERS=2: two workers, as
+#         kind's CI runs Conformance), its pod network, Ready nodes
 #   down  delete the clusters and stop the engine, leaving nothing running, mounted
 #         or linked
 # PRISTINE=1 up: the same of upstream's release with no group applied, in a cluster of
@@ -35,7 +36,9 @@ case ${1:-} in
     hack/kind-image.sh
     config=build/kind/cluster.yaml
     [ "${HA:-}" != 1 ] || config=build/kind/cluster-ha.yaml
-    "$OUT/tools/cluster" kind-up "${SIDE_FLAGS[@]}" "$(cat "$SIDE_KIND/node-image.name")" "$config"
+    workers=()
+    [ -z "${WORKERS:-}" ] || workers=(-workers "$WORKERS")
+    "$OUT/tools/cluster" kind-up "${SIDE_FLAGS[@]}" "${workers[@]}" "$(cat "$SIDE_KIND/node-image.name")" "$config"
     ;;
   down)
     go build -o "$OUT/tools/cluster" ./hack/cmd/cluster

@@ -40,6 +40,7 @@ limitations under the License.
 //
 // kind-up, kind-e2e-images and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md).
+// kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
 package main
 
 import (
@@ -50,12 +51,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-delete [-pristine]|kind-down"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -68,6 +70,15 @@ func main() {
 	if len(os.Args) > 2 && os.Args[2] == "-pristine" && map[string]bool{"kind-up": true, "kind-e2e-images": true, "kind-delete": true}[os.Args[1]] {
 		newKind = cluster.NewPristineKind
 		os.Args = slices.Delete(os.Args, 2, 3)
+	}
+	workers := 0
+	if len(os.Args) > 3 && os.Args[1] == "kind-up" && os.Args[2] == "-workers" {
+		var err error
+		if workers, err = strconv.Atoi(os.Args[3]); err != nil || workers < 1 {
+			fmt.Fprintf(os.Stderr, "error: -workers %s: want a number of worker nodes, 1 or more\n", os.Args[3])
+			os.Exit(2)
+		}
+		os.Args = slices.Delete(os.Args, 2, 4)
 	}
 	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
 	if os.Args[1] == "up" {
@@ -111,6 +122,7 @@ func main() {
 		err = cluster.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
 	case "kind-up":
 		k := newKind(root, os.Stdout)
+		k.KindWorkers = workers
 		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
 			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", k.KindClusterName(), k.KindKubeconfig())
 		}

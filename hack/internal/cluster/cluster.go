@@ -94,7 +94,10 @@ type Cluster struct {
 	// (docs/kind.md): upstream's release with no group applied, in a kind cluster of
 	// its own (PristineKindClusterName) created without the series' gates and APIs.
 	Pristine bool
-	base     string // the repository root, for relative paths in messages
+	// KindWorkers, when more than the config's workers, is how many worker nodes the
+	// kind cluster gets: Conformance needs two schedulable nodes, as kind's CI has.
+	KindWorkers int
+	base        string // the repository root, for relative paths in messages
 }
 
 // New describes the cluster of a repository checkout.

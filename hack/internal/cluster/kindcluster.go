@@ -75,6 +75,9 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	name := c.KindClusterName()
 	if slices.Contains(strings.Fields(clusters), name) {
 		c.logf("%-24s exists (make kind-down deletes it)", "kind cluster "+name)
+		if c.KindWorkers > 0 {
+			c.logf("%-24s kept as it is: the number of workers applies when it is created", "kind cluster "+name)
+		}
 	} else {
 		if err := c.loadLoadBalancer(ctx); err != nil {
 			return err
@@ -118,9 +121,10 @@ const restrictOOMScoreAdj = `[plugins."io.containerd.grpc.v1.cri"]
 //     denied") and no static pod would start.
 //   - on the pristine side: without the feature gates and APIs, which are the
 //     series' own and which upstream's components refuse as unknown.
+//   - with KindWorkers more than the config's workers: that many workers.
 func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 	restrict := slices.Contains(missing, "CAP_SYS_RESOURCE")
-	if !restrict && !c.Pristine {
+	if !restrict && !c.Pristine && c.KindWorkers == 0 {
 		return config, nil
 	}
 	data, err := os.ReadFile(config)
@@ -135,6 +139,15 @@ func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 	if restrict {
 		cluster.ContainerdConfigPatches = append(cluster.ContainerdConfigPatches, restrictOOMScoreAdj)
 		c.logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+c.KindClusterName(), c.rel(derived))
+	}
+	workers := 0
+	for _, n := range cluster.Nodes {
+		if n.Role == kindv1alpha4.WorkerRole {
+			workers++
+		}
+	}
+	for ; workers < c.KindWorkers; workers++ {
+		cluster.Nodes = append(cluster.Nodes, kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole})
 	}
 	if c.Pristine {
 		cluster.FeatureGates, cluster.RuntimeConfig = nil, nil

@@ -99,6 +99,26 @@ func TestKindConfigOfPristineDropsTheSeriesGatesAndAPIs(t *testing.T) {
 	}
 }
 
+// WORKERS=2 adds workers to the committed topology, as kind's CI runs Conformance.
+func TestKindConfigAddsWorkers(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	config := filepath.Join(filepath.Dir(file), "..", "..", "..", "build", "kind", "cluster.yaml")
+	c := NewKind(t.TempDir(), io.Discard)
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.KindWorkers = 2
+	got, err := c.kindConfig(config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readKindConfig(t, config)
+	want.Nodes = append(want.Nodes, kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole})
+	if derived := readKindConfig(t, got); !reflect.DeepEqual(derived, want) {
+		t.Errorf("derived config\n%+v\nwant\n%+v", derived, want)
+	}
+}
+
 func TestKindConfigRejectsUnknownFields(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(config, []byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodez: []\n"), 0o644); err != nil {
