@@ -758,3 +758,59 @@ func TestATransitionHoldsItsFeature(t *testing.T) {
 		t.Errorf("state %s, finalizers %v; want On and no finalizer", f.Status.State, f.Finalizers)
 	}
 }
+
+// fencingTask calls Fence the way a task does before a side effect.
+type fencingTask struct {
+	fenced []error
+}
+
+func (t *fencingTask) Name() string                 { return "Fencing" }
+func (t *fencingTask) AppliesTo(tr Transition) bool { return tr == TurnOn }
+func (t *fencingTask) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	err := tc.Fence(ctx)
+	t.fenced = append(t.fenced, err)
+	if err != nil {
+		return Result{}, err
+	}
+	return NotYet("acting"), nil
+}
+
+// A server acting on an old object of the Feature is fenced: the quorum read
+// shows the transition moved on, the task stops before its side effect, and
+// nothing records a failure.
+func TestATaskForATransitionThatMovedOnIsFenced(t *testing.T) {
+	task := &fencingTask{}
+	registry := NewRegistry(&fakeTask{name: "WaitForUses", applies: TurnOn})
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo") // Off
+	e.set(foo, true)
+	e.sync("foo") // TurningOn: WaitForUses done, Fencing next
+	e.sync("foo") // Fencing runs, fence passes
+	if len(task.fenced) != 1 || task.fenced[0] != nil {
+		t.Fatalf("fence results %v, want one pass", task.fenced)
+	}
+
+	// Another server turned the feature back off; this one's cache is behind.
+	f := e.get("foo")
+	f.Status.State = featuresv1alpha1.FeatureStateTurningOff
+	f.Status.Tasks = []featuresv1alpha1.FeatureTask{{Name: "WaitForUses"}}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateStatus(context.Background(), f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(10 * time.Second)
+	e.renewOwnLease()
+	if _, err := e.c.sync(context.Background(), "foo"); err != nil {
+		t.Fatal(err)
+	}
+	if len(task.fenced) != 2 || !errors.Is(task.fenced[1], ErrFenced) {
+		t.Fatalf("fence results %v, want the second run fenced", task.fenced)
+	}
+	if got := e.get("foo"); meta.FindStatusCondition(got.Status.Conditions, featuresv1alpha1.FeatureConditionTaskFailed) != nil || got.Status.State != featuresv1alpha1.FeatureStateTurningOff {
+		t.Errorf("state %s, conditions %+v: a fenced run must write nothing", got.Status.State, got.Status.Conditions)
+	}
+	if e.event("TaskFailed") {
+		t.Error("a fenced run recorded a TaskFailed event")
+	}
+}

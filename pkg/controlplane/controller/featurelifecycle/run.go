@@ -18,10 +18,12 @@ package featurelifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/featuregate"
@@ -40,13 +42,18 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	entry := f.Status.Tasks[0]
 	transition := transitionOf(f)
 	task := c.cfg.Tasks.Task(key, entry.Name)
-	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now}
+	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now, FenceFunc: c.fence(f, entry)}
 	var result Result
 	var err error
 	if task == nil {
 		err = fmt.Errorf("task %s is not known to kube-apiserver %s; a kube-apiserver that knows it must finish the transition", entry.Name, c.cfg.BinaryVersion)
 	} else {
 		result, err = task.Run(ctx, tc)
+	}
+	if errors.Is(err, ErrFenced) {
+		// Not a failure: the watch brings the newer Feature, or its leader runs it.
+		taskRuns.WithLabelValues(entry.Name, "fenced").Inc()
+		return 0, nil
 	}
 	updated := tc.Feature.DeepCopy()
 	s := &updated.Status
@@ -103,6 +110,29 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	c.waitUntil[updated.Name] = now.Add(c.cfg.Recheck)
 	c.mu.Unlock()
 	return c.cfg.Recheck, nil
+}
+
+// fence returns the Fence of a run of the Feature's first task, entry.
+func (c *Controller) fence(f *featuresv1alpha1.Feature, entry featuresv1alpha1.FeatureTask) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !c.leads(f.Name) {
+			return ErrFenced
+		}
+		// A get without a resourceVersion is a quorum read, whatever the cache says.
+		current, err := c.client.FeaturesV1alpha1().Features(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("fencing %s: %w", entry.Name, err)
+		}
+		s := &current.Status
+		if current.UID != f.UID || s.State != f.Status.State || len(s.Tasks) == 0 || s.Tasks[0].Name != entry.Name ||
+			!s.Tasks[0].StartTime.Equal(entry.StartTime) {
+			return ErrFenced
+		}
+		return nil
+	}
 }
 
 // finish ends a transition whose tasks are all done.

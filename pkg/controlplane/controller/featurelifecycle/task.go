@@ -18,6 +18,7 @@ package featurelifecycle
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
@@ -104,6 +105,29 @@ type TaskContext struct {
 	Client kubernetes.Interface
 	// Now is the time of this run.
 	Now time.Time
+
+	// FenceFunc checks that the run may still act (Fence); the controller sets it.
+	FenceFunc func(ctx context.Context) error
+}
+
+// ErrFenced is the error of Fence when the run must stop: this server no
+// longer leads the Feature, or the transition the task runs for is no longer
+// the Feature's current one. The controller records no failure for it.
+var ErrFenced = errors.New("the transition moved on or another kube-apiserver leads the Feature")
+
+// Fence checks, with a quorum read of the Feature, that the task still runs
+// for the Feature's current transition (the same object, state and first task,
+// started at the same time) and that this server still leads it. A task calls
+// it before every side effect on other objects and stops with its error: a
+// server that stopped leading, or saw an old object, would otherwise act for a
+// transition that is over, such as cleaning up after a feature that was turned
+// back on. A TaskContext without a FenceFunc (the lifecycle harness) fences
+// nothing.
+func (tc *TaskContext) Fence(ctx context.Context) error {
+	if tc.FenceFunc == nil {
+		return nil
+	}
+	return tc.FenceFunc(ctx)
 }
 
 // Registry holds the tasks of each feature, in the order they run.

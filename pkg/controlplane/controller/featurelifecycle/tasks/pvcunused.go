@@ -66,6 +66,11 @@ func (ClearPVCUnusedCondition) Run(ctx context.Context, tc *featurelifecycle.Tas
 			return nil
 		}
 		found++
+		// Only for the transition this run is for: the feature may have been
+		// turned back on, and kube-controller-manager maintains the condition again.
+		if err := tc.Fence(ctx); err != nil {
+			return err
+		}
 		claim = claim.DeepCopy()
 		claim.Status.Conditions = slices.Delete(claim.Status.Conditions, i, i+1)
 		_, err := tc.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})

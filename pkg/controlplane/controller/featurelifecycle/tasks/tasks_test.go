@@ -18,6 +18,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +137,21 @@ func TestEveryRegisteredTaskCanBeExercised(t *testing.T) {
 			if _, ok := task.(featurelifecycle.Exercise); !ok {
 				t.Errorf("%s: task %s does not implement featurelifecycle.Exercise, so the lifecycle harness cannot run it", feature, task.Name())
 			}
+		}
+	}
+}
+
+// A run for a transition that is over (fenced) stops before it touches a claim.
+func TestClearPVCUnusedConditionStopsWhenFenced(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(claim("a", v1.PersistentVolumeClaimUnused), claim("b", v1.PersistentVolumeClaimUnused))
+	fenced := &featurelifecycle.TaskContext{Client: client, FenceFunc: func(context.Context) error { return featurelifecycle.ErrFenced }}
+	if _, err := (ClearPVCUnusedCondition{}).Run(ctx, fenced); !errors.Is(err, featurelifecycle.ErrFenced) {
+		t.Errorf("want ErrFenced, got %v", err)
+	}
+	for _, action := range client.Actions() {
+		if action.GetVerb() == "update" {
+			t.Errorf("a fenced run wrote: %v", action)
 		}
 	}
 }
