@@ -49,7 +49,7 @@ var (
 		Namespace:      namespace,
 		Subsystem:      subsystem,
 		Name:           "task_runs_total",
-		Help:           "Number of runs of transition tasks by task and result (done, not_yet, error).",
+		Help:           "Number of runs of transition tasks by task and result (done, not_yet, error, fenced).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"task", "result"})
 	leaderChanges = metrics.NewCounter(&metrics.CounterOpts{
