@@ -814,3 +814,55 @@ func TestATaskForATransitionThatMovedOnIsFenced(t *testing.T) {
 		t.Error("a fenced run recorded a TaskFailed event")
 	}
 }
+
+// During a rolling upgrade the announcer alternates between old and new
+// servers. Each version task is queued once, whatever the alternation, so no
+// status write fails validation on a repeated name; and turning the feature
+// on or off keeps the version tasks still pending.
+func TestVersionTasksAreQueuedOnceAndSurviveATurn(t *testing.T) {
+	migrate := &fakeTask{name: "MigrateBar", applies: Upgrade, results: []Result{NotYet("migrating"), NotYet("migrating"), NotYet("migrating")}}
+	both := &blockingTaskFor{name: "RewriteBar", transitions: []Transition{Upgrade, Downgrade}}
+	registry := NewRegistry(&fakeTask{name: "WaitForUses", applies: TurnOff})
+	registry.Register(bar, migrate, both)
+	stored := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "bar", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Bar"},
+		Status: featuresv1alpha1.FeatureStatus{State: featuresv1alpha1.FeatureStateOn, BinaryVersion: "1.35.2"}}
+	e := newTestEnv(t, registry, stored)
+	e.sync("bar") // Upgrade: MigrateBar, RewriteBar
+	if got := taskNames(e.get("bar")); got != "MigrateBar,RewriteBar" {
+		t.Fatalf("tasks %s, want MigrateBar,RewriteBar", got)
+	}
+	// An old server announces in between; the new one queues nothing twice.
+	f := e.get("bar")
+	f.Status.BinaryVersion = "1.35.2"
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateStatus(context.Background(), f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.clock.Step(10 * time.Second)
+	e.sync("bar")
+	if got := taskNames(e.get("bar")); got != "MigrateBar,RewriteBar" {
+		t.Fatalf("after the announcer changed back and forth: tasks %s, want MigrateBar,RewriteBar once each", got)
+	}
+	// Turned off mid-migration: the turn's tasks first, the migration kept.
+	e.set(bar, false)
+	e.clock.Step(10 * time.Second)
+	e.sync("bar")
+	f = e.get("bar")
+	if got := taskNames(f); f.Status.State != featuresv1alpha1.FeatureStateTurningOff || got != "MigrateBar,RewriteBar" && got != "WaitForUses,MigrateBar,RewriteBar" {
+		t.Errorf("turned off mid-migration: state %s, tasks %s; want TurningOff with the migration kept", f.Status.State, got)
+	}
+}
+
+// blockingTaskFor is a task of several transitions that is never done.
+type blockingTaskFor struct {
+	name        string
+	transitions []Transition
+}
+
+func (t *blockingTaskFor) Name() string { return t.name }
+func (t *blockingTaskFor) AppliesTo(tr Transition) bool {
+	return slices.Contains(t.transitions, tr)
+}
+func (t *blockingTaskFor) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	return NotYet("rewriting"), nil
+}

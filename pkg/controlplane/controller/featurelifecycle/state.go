@@ -88,7 +88,10 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		// Turned the other way, flipped back mid-transition, or an apiserver
 		// still runs the old value: (re)start towards the configured value.
 		s.State = turning
-		s.Tasks = taskEntries(c.cfg.Tasks.TasksFor(key, transition))
+		// Version tasks still pending (a minor version changed) are kept after
+		// the new transition's tasks: data written by the previous release must
+		// still be migrated.
+		s.Tasks = appendNew(taskEntries(c.cfg.Tasks.TasksFor(key, transition)), c.pendingVersionTasks(key, s.Tasks)...)
 		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), "", "", "")
 		meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
 		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s is %s; tasks: %s", f.Spec.FeatureName, turning, strings.Join(taskNamesOf(s.Tasks), ", "))
@@ -98,7 +101,10 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	}
 	if versionChange != "" && (s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff) {
 		if tasks := c.cfg.Tasks.TasksFor(key, versionChange); len(tasks) > 0 {
-			s.Tasks = append(s.Tasks, taskEntries(tasks)...)
+			// Each task once: during a rolling upgrade the announcer changes
+			// between old and new servers, and every change queues the tasks
+			// of its direction again.
+			s.Tasks = appendNew(s.Tasks, taskEntries(tasks)...)
 			setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(versionChange), "", "", "")
 		}
 	}
@@ -120,6 +126,28 @@ func (c *Controller) versionChange(stored string) Transition {
 		return Downgrade
 	}
 	return ""
+}
+
+// appendNew appends the entries whose task is not in tasks yet.
+func appendNew(tasks []featuresv1alpha1.FeatureTask, entries ...featuresv1alpha1.FeatureTask) []featuresv1alpha1.FeatureTask {
+	for _, entry := range entries {
+		if !slices.ContainsFunc(tasks, func(t featuresv1alpha1.FeatureTask) bool { return t.Name == entry.Name }) {
+			tasks = append(tasks, entry)
+		}
+	}
+	return tasks
+}
+
+// pendingVersionTasks returns the entries of tasks that belong to a version
+// change (Upgrade or Downgrade) of the feature.
+func (c *Controller) pendingVersionTasks(key featuregate.Feature, tasks []featuresv1alpha1.FeatureTask) []featuresv1alpha1.FeatureTask {
+	var pending []featuresv1alpha1.FeatureTask
+	for _, entry := range tasks {
+		if task := c.cfg.Tasks.Task(key, entry.Name); task != nil && (task.AppliesTo(Upgrade) || task.AppliesTo(Downgrade)) {
+			pending = append(pending, entry)
+		}
+	}
+	return pending
 }
 
 func taskNamesOf(tasks []featuresv1alpha1.FeatureTask) []string {
