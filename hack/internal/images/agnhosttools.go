@@ -19,16 +19,19 @@ package images
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // agnhostTools are the programs agnhost's Dockerfile installs on Alpine (bind-tools,
-// curl, netcat-openbsd, iproute2, bash) that specs run in agnhost pods: the Services
-// specs probe with `nc -v -z -w 2` and `nc -v -t`, which busybox's nc lacks. Taken
-// from this machine's Debian packages with the libraries they load.
-var agnhostTools = []string{"nc.openbsd", "curl", "dig", "ip", "bash"}
+// curl, netcat-openbsd, iproute2, bash) that specs run in agnhost pods, and getent,
+// which Alpine's libc carries and the DNS specs' probes run: the Services specs probe
+// with `nc -v -z -w 2` and `nc -v -t`, which busybox's nc lacks. Taken from this
+// machine's Debian packages with the libraries they load.
+var agnhostTools = []string{"nc.openbsd", "curl", "dig", "ip", "bash", "getent"}
 
 // AgnhostPackages are the Debian packages of agnhostTools, by program.
 var AgnhostPackages = map[string]string{
@@ -37,6 +40,7 @@ var AgnhostPackages = map[string]string{
 	"dig":        "bind9-dnsutils",
 	"ip":         "iproute2",
 	"bash":       "bash",
+	"getent":     "libc-bin",
 }
 
 // AgnhostWithTools is agnhost with the programs of agnhostTools (nc is OpenBSD's, as
@@ -54,8 +58,27 @@ func AgnhostWithTools(ctx context.Context, work string, agnhost v1.Image) (v1.Im
 	if err != nil {
 		return nil, err
 	}
-	return mutate.AppendLayers(agnhost, l)
+	img, err := mutate.AppendLayers(agnhost, l)
+	if err != nil {
+		return nil, err
+	}
+	return withAlpinePath(img)
 }
+
+// withAlpinePath sets Alpine's PATH, which upstream's agnhost inherits from its
+// base: /usr/bin (OpenBSD's nc) before /bin (busybox's), where a shell without
+// PATH looks first.
+func withAlpinePath(img v1.Image) (v1.Image, error) {
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	env := slices.DeleteFunc(slices.Clone(cfg.Config.Env), func(e string) bool { return strings.HasPrefix(e, "PATH=") })
+	cfg.Config.Env = append(env, agnhostPath)
+	return mutate.Config(img, cfg.Config)
+}
+
+const agnhostPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // agnhostToolFiles are the files of agnhostTools, nc named as on Alpine.
 func agnhostToolFiles() ([]File, error) {
@@ -63,5 +86,8 @@ func agnhostToolFiles() ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agnhost's tools (apt-get install netcat-openbsd curl bind9-dnsutils iproute2): %w", err)
 	}
-	return append(files, File{Path: "usr/bin/nc", Link: "nc.openbsd"}), nil
+	return append(files,
+		File{Path: "usr/bin/nc", Link: "nc.openbsd"},
+		File{Path: "etc/nsswitch.conf", Data: []byte(nsswitchConf)},
+	), nil
 }

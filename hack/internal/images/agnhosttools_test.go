@@ -17,7 +17,9 @@ limitations under the License.
 package images
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,7 +36,8 @@ func TestAgnhostToolsRunOnTheirOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := chrootOf(t, files)
+	// The kubelet mounts /etc/hosts into the pod.
+	root := chrootOf(t, append(files, File{Path: "etc/hosts", Data: []byte("10.1.2.3 probe.example\n")}))
 	// Nothing listens on port 1 of the loopback: nc must parse the options and fail to connect.
 	out, _ := exec.Command("chroot", root, "/usr/bin/nc", "-v", "-z", "-w", "2", "127.0.0.1", "1").CombinedOutput()
 	if strings.Contains(string(out), "invalid option") || strings.Contains(string(out), "usage") || !strings.Contains(string(out), "127.0.0.1") {
@@ -48,4 +51,34 @@ func TestAgnhostToolsRunOnTheirOwn(t *testing.T) {
 	}
 	runIn(t, root, "/usr/bin/dig", "-v")
 	runIn(t, root, "/usr/sbin/ip", "-V")
+	if out := runIn(t, root, "/usr/bin/getent", "hosts", "probe.example"); !strings.HasPrefix(out, "10.1.2.3") {
+		t.Errorf("getent hosts probe.example: %q", out)
+	}
+}
+
+// A shell in agnhost finds OpenBSD's nc before busybox's: the image sets
+// Alpine's PATH, as upstream's inherits it.
+func TestAgnhostFindsItsToolsFirst(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("no busybox (apt-get install busybox-static)")
+	}
+	busybox, err := Busybox("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := withAlpinePath(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Config.Env, []string{agnhostPath}) {
+		t.Errorf("env %v, want only %s", cfg.Config.Env, agnhostPath)
+	}
+	path := strings.Split(strings.TrimPrefix(agnhostPath, "PATH="), ":")
+	if slices.Index(path, "/usr/bin") > slices.Index(path, "/bin") {
+		t.Errorf("PATH %s looks in /bin, where busybox's nc is, before /usr/bin", agnhostPath)
+	}
 }
