@@ -73,7 +73,8 @@ func TestThreeAPIServers(t *testing.T) {
 
 	// Every feature the servers know is announced by its rendezvous leader.
 	known := sets.New[string]()
-	for key := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+	gate := utilfeature.DefaultFeatureGate.(featurelifecycle.Gate)
+	for key := range gate.GetAll() {
 		if key != "AllAlpha" && key != "AllBeta" {
 			known.Insert(strings.ToLower(string(key)))
 		}
@@ -179,7 +180,7 @@ func TestThreeAPIServers(t *testing.T) {
 		go featurelifecycle.New(featurelifecycle.Config{
 			Namespace:        metav1.NamespaceSystem,
 			Identity:         identity,
-			Gate:             utilfeature.DefaultMutableFeatureGate,
+			Gate:             utilfeature.DefaultFeatureGate.(featurelifecycle.Gate),
 			BinaryVersion:    binary,
 			EmulationVersion: version.MajorMinor(binary.Major(), binary.Minor()),
 			Tasks:            registry,

@@ -61,7 +61,7 @@ type Config struct {
 	IdentityLeaseSelector string
 	// Gate is the feature gate whose features are announced; its values are
 	// the configured ones.
-	Gate featuregate.MutableVersionedFeatureGate
+	Gate Gate
 	// BinaryVersion and EmulationVersion are kube-apiserver's.
 	BinaryVersion, EmulationVersion *version.Version
 	// Tasks are the tasks of the transitions.
@@ -78,6 +78,15 @@ type Config struct {
 	// StaleUseAge is how old a use that contradicts a stable state may get
 	// before it is cleared to be sampled again.
 	StaleUseAge time.Duration
+}
+
+// Gate is what the server flow reads of a feature gate: the known features,
+// their specs at the emulated version and by version, and their values. It
+// never changes the gate.
+type Gate interface {
+	Enabled(key featuregate.Feature) bool
+	GetAll() map[featuregate.Feature]featuregate.FeatureSpec
+	GetAllVersioned() map[featuregate.Feature]featuregate.VersionedSpecs
 }
 
 // Controller runs the server flow in one kube-apiserver.
