@@ -66,6 +66,9 @@ if DOCKER_HOST=unix://$OUT/kind/docker.sock go tool kind get clusters 2>/dev/nul
 fi
 hack/kind.sh up
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
+# The version the side's binaries and e2e.test were built at: the tree may change
+# while the suite runs.
+version=$(cat "$SIDE_BIN/VERSION")
 "$OUT/tools/cluster" kind-e2e-images "${SIDE_FLAGS[@]}"
 
 FOCUS=${FOCUS:-$(e2e_focus)}
@@ -96,6 +99,6 @@ set -e
 if [ "$SIDE" = pristine ] && [ "$existed" = false ]; then
   "$OUT/tools/cluster" kind-delete "${SIDE_FLAGS[@]}"
 fi
-echo "== make kind-e2e: the selected specs on $SIDE ($(side_version))"
+echo "== make kind-e2e: the selected specs on $SIDE ($version)"
 "$SUMMARY" junit "$out"/junit_01.xml || true
 exit $rc
