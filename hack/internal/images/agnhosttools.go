@@ -19,6 +19,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -44,9 +45,14 @@ var AgnhostPackages = map[string]string{
 }
 
 // AgnhostWithTools is agnhost with the programs of agnhostTools (nc is OpenBSD's, as
-// on Alpine) and CoreDNS at /coredns, as upstream's image has them.
+// on Alpine), a shell that looks for them in PATH (agnhostShell) and CoreDNS at
+// /coredns, as upstream's image has them.
 func AgnhostWithTools(ctx context.Context, work string, agnhost v1.Image) (v1.Image, error) {
 	files, err := agnhostToolFiles()
+	if err != nil {
+		return nil, err
+	}
+	shell, err := agnhostShell(ctx, work)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +60,7 @@ func AgnhostWithTools(ctx context.Context, work string, agnhost v1.Image) (v1.Im
 	if err != nil {
 		return nil, err
 	}
-	l, err := Layer(append(files, File{Path: "coredns", Mode: 0o755, Data: coreDNS}))
+	l, err := Layer(append(append(files, shell...), File{Path: "coredns", Mode: 0o755, Data: coreDNS}))
 	if err != nil {
 		return nil, err
 	}
@@ -91,3 +97,26 @@ func agnhostToolFiles() ([]File, error) {
 		File{Path: "etc/nsswitch.conf", Data: []byte(nsswitchConf)},
 	), nil
 }
+
+// agnhostShell is Debian's dynamically linked busybox (package busybox) as
+// agnhost's /bin/sh, with the libraries it loads. The images here are built on
+// Debian's busybox-static, which prefers its own applets
+// (FEATURE_SH_STANDALONE): its shell runs busybox's nc for `sh -c 'nc ...'`
+// whatever PATH says. Alpine's shell, upstream agnhost's, looks in PATH, and so
+// does this one.
+func agnhostShell(ctx context.Context, work string) ([]File, error) {
+	root, err := debianPackage(ctx, work, "busybox")
+	if err != nil {
+		return nil, err
+	}
+	files, data, err := programWithLibraries(ctx, filepath.Join(root, "bin", "busybox"))
+	if err != nil {
+		return nil, err
+	}
+	return append(files,
+		File{Path: agnhostShellPath, Mode: 0o755, Data: data},
+		File{Path: "bin/sh", Link: "/" + agnhostShellPath},
+	), nil
+}
+
+const agnhostShellPath = "usr/lib/busybox-dynamic/busybox"

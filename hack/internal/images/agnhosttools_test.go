@@ -82,3 +82,29 @@ func TestAgnhostFindsItsToolsFirst(t *testing.T) {
 		t.Errorf("PATH %s looks in /bin, where busybox's nc is, before /usr/bin", agnhostPath)
 	}
 }
+
+// agnhost's shell runs OpenBSD's nc for `sh -c 'nc ...'`, as Alpine's does; the
+// shell of Debian's busybox-static would run its own applet whatever PATH says.
+func TestAgnhostShellLooksInPath(t *testing.T) {
+	if err := exec.Command("apt-cache", "show", "busybox").Run(); err != nil {
+		t.Skip("apt-cache show busybox: no Debian package lists (apt-get update)")
+	}
+	if _, err := exec.LookPath("nc.openbsd"); err != nil {
+		t.Skip("no nc.openbsd on this machine (apt-get install netcat-openbsd; make kind-e2e installs it)")
+	}
+	tools, err := agnhostToolFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell, err := agnhostShell(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := chrootOf(t, append(tools, shell...))
+	cmd := exec.Command("chroot", root, "/bin/sh", "-c", "type nc")
+	cmd.Env = []string{agnhostPath}
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "nc is /usr/bin/nc" {
+		t.Errorf("type nc in agnhost's shell: %q, %v; want /usr/bin/nc", out, err)
+	}
+}

@@ -56,6 +56,12 @@ func chrootOf(t *testing.T, files []File) string {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// A later file of the same path wins, as in a layer.
+		if !f.Dir {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var err error
 		switch {
 		case f.Link != "":

@@ -75,40 +75,11 @@ var lddNotFound = regexp.MustCompile(`(\S+) => not found`)
 // own image: /etc/nginx/nginx.conf, /usr/share/nginx/html/{index,50x}.html, and
 // `nginx -g "daemon off;"`, stopped by SIGQUIT.
 func Nginx(ctx context.Context, work string, busybox v1.Image) (v1.Image, error) {
-	dir := filepath.Join(work, "nginx")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	download := exec.CommandContext(ctx, "apt-get", "download", "nginx")
-	download.Dir = dir
-	if out, err := download.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("apt-get download nginx: %w\n%s", err, out)
-	}
-	debs, err := filepath.Glob(filepath.Join(dir, "nginx_*.deb"))
-	if err != nil || len(debs) != 1 {
-		return nil, fmt.Errorf("apt-get download nginx left %d packages in %s", len(debs), dir)
-	}
-	root := filepath.Join(dir, "root")
-	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("dpkg-deb -x %s: %w\n%s", debs[0], err, out)
-	}
-	program := filepath.Join(root, "usr", "sbin", "nginx")
-	data, err := os.ReadFile(program)
+	root, err := debianPackage(ctx, work, "nginx")
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, "ldd", program).Output()
-	if err != nil {
-		return nil, fmt.Errorf("ldd %s: %w", program, err)
-	}
-	if m := lddNotFound.FindStringSubmatch(string(out)); m != nil {
-		return nil, fmt.Errorf("nginx needs %s, which this machine lacks (apt-get install the package that holds it)", m[1])
-	}
-	var libs []string
-	for _, m := range lddPath.FindAllStringSubmatch(string(out), -1) {
-		libs = append(libs, m[1])
-	}
-	files, err := HostFiles(nil, libs)
+	files, data, err := programWithLibraries(ctx, filepath.Join(root, "usr", "sbin", "nginx"))
 	if err != nil {
 		return nil, err
 	}
@@ -133,4 +104,49 @@ func Nginx(ctx context.Context, work string, busybox v1.Image) (v1.Image, error)
 		ExposedPorts: map[string]struct{}{"80/tcp": {}},
 		StopSignal:   "SIGQUIT",
 	}, l)
+}
+
+// debianPackage downloads a Debian package into work/NAME (apt-get download, nothing
+// installed) and returns the folder it is unpacked into.
+func debianPackage(ctx context.Context, work, name string) (string, error) {
+	dir := filepath.Join(work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	download := exec.CommandContext(ctx, "apt-get", "download", name)
+	download.Dir = dir
+	if out, err := download.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get download %s: %w\n%s", name, err, out)
+	}
+	debs, err := filepath.Glob(filepath.Join(dir, name+"_*.deb"))
+	if err != nil || len(debs) != 1 {
+		return "", fmt.Errorf("apt-get download %s left %d packages in %s", name, len(debs), dir)
+	}
+	root := filepath.Join(dir, "root")
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dpkg-deb -x %s: %w\n%s", debs[0], err, out)
+	}
+	return root, nil
+}
+
+// programWithLibraries reads a program and returns this machine's shared
+// libraries it loads (as ldd lists them), as image files, and the program.
+func programWithLibraries(ctx context.Context, program string) ([]File, []byte, error) {
+	data, err := os.ReadFile(program)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := exec.CommandContext(ctx, "ldd", program).Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ldd %s: %w", program, err)
+	}
+	if m := lddNotFound.FindStringSubmatch(string(out)); m != nil {
+		return nil, nil, fmt.Errorf("%s needs %s, which this machine lacks (apt-get install the package that holds it)", filepath.Base(program), m[1])
+	}
+	var libs []string
+	for _, m := range lddPath.FindAllStringSubmatch(string(out), -1) {
+		libs = append(libs, m[1])
+	}
+	files, err := HostFiles(nil, libs)
+	return files, data, err
 }
