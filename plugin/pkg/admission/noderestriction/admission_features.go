@@ -87,9 +87,12 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		remaining = slices.Delete(remaining, i, i+1)
 	}
 	// A node whose value changed moves itself: the kubelet entry that named only
-	// it may go.
+	// it may go when the node is named under the other value now.
 	remaining = slices.DeleteFunc(remaining, func(old featuresapi.FeatureUse) bool {
-		return old.Component == kubeletComponent && slices.Equal(old.Instances, []string{nodeName})
+		return old.Component == kubeletComponent && slices.Equal(old.Instances, []string{nodeName}) &&
+			slices.ContainsFunc(newUses, func(use featuresapi.FeatureUse) bool {
+				return use.Component == kubeletComponent && use.Value != old.Value && slices.Contains(use.Instances, nodeName)
+			})
 	})
 	if len(remaining) > 0 {
 		return fmt.Errorf("node %q may not remove uses: %s=%t is missing", nodeName, remaining[0].Component, remaining[0].Value)

@@ -65,6 +65,7 @@ func TestAdmitFeatureUses(t *testing.T) {
 			return uses
 		}(), wantErr: "not change the other instances or the report time"},
 		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, FirstReportTime: reported}}},
+		{name: "its own entry removed without moving", node: "node-1", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "another node's entry removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "itself twice", node: "mynode", uses: addInstance("node-1", "mynode", "mynode"), wantErr: "named more than once"},
 		{name: "status subresource", node: "mynode", subresource: "status", uses: withUses(), wantErr: "nodes may only update the uses subresource of features"},
