@@ -19,6 +19,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -80,29 +81,21 @@ func ownUsesOnly(ctx context.Context, obj, old *featuresapi.Feature) error {
 // two lists (added, removed or changed), in the order they are found.
 func changedComponents(uses, old []featuresapi.FeatureUse) []string {
 	var changed []string
-	add := func(c string) {
-		for _, seen := range changed {
-			if seen == c {
-				return
-			}
+	add := func(component string) {
+		if !slices.Contains(changed, component) {
+			changed = append(changed, component)
 		}
-		changed = append(changed, c)
 	}
-	find := func(list []featuresapi.FeatureUse, u featuresapi.FeatureUse) *featuresapi.FeatureUse {
-		for i := range list {
-			if list[i].Component == u.Component && list[i].Value == u.Value {
-				return &list[i]
-			}
-		}
-		return nil
+	find := func(list []featuresapi.FeatureUse, u featuresapi.FeatureUse) int {
+		return slices.IndexFunc(list, func(l featuresapi.FeatureUse) bool { return l.Component == u.Component && l.Value == u.Value })
 	}
 	for _, u := range uses {
-		if o := find(old, u); o == nil || !apiequality.Semantic.DeepEqual(*o, u) {
+		if i := find(old, u); i < 0 || !apiequality.Semantic.DeepEqual(old[i], u) {
 			add(u.Component)
 		}
 	}
 	for _, o := range old {
-		if find(uses, o) == nil {
+		if find(uses, o) < 0 {
 			add(o.Component)
 		}
 	}
