@@ -50,8 +50,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"syscall"
 
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
@@ -66,26 +64,30 @@ func main() {
 	}
 	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
 	nodes := upFlags.Int("nodes", 1, "how many nodes: 1, or 2 for a second kubelet with a containerd of its own on this machine")
-	newKind := cluster.NewKind
-	if len(os.Args) > 2 && os.Args[2] == "-pristine" && map[string]bool{"kind-up": true, "kind-e2e-images": true, "kind-delete": true}[os.Args[1]] {
-		newKind = cluster.NewPristineKind
-		os.Args = slices.Delete(os.Args, 2, 3)
-	}
-	workers := 0
-	if len(os.Args) > 3 && os.Args[1] == "kind-up" && os.Args[2] == "-workers" {
-		var err error
-		if workers, err = strconv.Atoi(os.Args[3]); err != nil || workers < 1 {
-			fmt.Fprintf(os.Stderr, "error: -workers %s: want a number of worker nodes, 1 or more\n", os.Args[3])
+	kindFlags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	pristine := kindFlags.Bool("pristine", false, "the pristine side of the parity runs: upstream's release built in _output/pristine")
+	workers := kindFlags.Int("workers", 0, "kind-up: this many worker nodes (more than the config's)")
+	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
+	switch os.Args[1] {
+	case "up":
+		upFlags.Parse(os.Args[2:])
+	case "kind-up", "kind-e2e-images", "kind-delete":
+		kindFlags.Parse(os.Args[2:])
+		os.Args = append(os.Args[:2], kindFlags.Args()...)
+		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" {
+			fmt.Fprintln(os.Stderr, usage)
 			os.Exit(2)
 		}
-		os.Args = slices.Delete(os.Args, 2, 4)
+		fallthrough
+	default:
+		if len(os.Args) != 2+args {
+			fmt.Fprintln(os.Stderr, usage)
+			os.Exit(2)
+		}
 	}
-	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
-	if os.Args[1] == "up" {
-		upFlags.Parse(os.Args[2:])
-	} else if len(os.Args) != 2+args {
-		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
+	newKind := cluster.NewKind
+	if *pristine {
+		newKind = cluster.NewPristineKind
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -122,7 +124,7 @@ func main() {
 		err = cluster.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
 	case "kind-up":
 		k := newKind(root, os.Stdout)
-		k.KindWorkers = workers
+		k.KindWorkers = *workers
 		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
 			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", k.KindClusterName(), k.KindKubeconfig())
 		}
