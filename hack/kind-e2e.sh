@@ -19,7 +19,8 @@
 # run_tests): the tree's hack/ginkgo-e2e.sh with --provider=skeleton and the
 # containerd variables, [Serial] skipped when PARALLEL=true. The images the specs
 # use are built here and loaded into the nodes under their upstream names
-# (cluster kind-e2e-images). FOCUS defaults to this project's specs and the upstream
+# (cluster kind-e2e-images); the image pull gate's specs pull from a slow registry
+# the nodes reach (cluster kind-slow-registry). FOCUS defaults to this project's specs and the upstream
 # smoke subset of make e2e (hack/e2e-smoke.txt); FOCUS='\[Conformance\]' asks for
 # Conformance. Every spec skipped on purpose is in hack/kind-e2e-skip.txt with its
 # reason. docs/kind.md.
@@ -71,6 +72,30 @@ WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 version=$(cat "$SIDE_BIN/VERSION")
 "$OUT/tools/cluster" kind-e2e-images "${SIDE_FLAGS[@]}"
 
+out=$report/$SIDE
+rm -rf "$out"
+mkdir -p "$out"
+# The image pull gate's specs pull from a slow registry on the kind network's
+# gateway (cluster kind-slow-registry), served for the run's length.
+"$OUT/tools/cluster" kind-slow-registry "${SIDE_FLAGS[@]}" >"$out/slow-registry.log" 2>&1 &
+registry_pid=$!
+trap 'kill $registry_pid 2>/dev/null || true' EXIT
+for _ in $(seq 120); do
+  grep -q KUBE_TEST_SLOW_REGISTRY= "$out/slow-registry.log" && break
+  if ! kill -0 $registry_pid 2>/dev/null; then
+    echo "error: the slow registry for the image pull gate's specs did not start:" >&2
+    cat "$out/slow-registry.log" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+export KUBE_TEST_SLOW_REGISTRY
+KUBE_TEST_SLOW_REGISTRY=$(sed -n 's/.*KUBE_TEST_SLOW_REGISTRY=//p' "$out/slow-registry.log")
+if [ -z "$KUBE_TEST_SLOW_REGISTRY" ]; then
+  echo "error: the slow registry did not say where it serves within 60 s ($out/slow-registry.log)" >&2
+  exit 1
+fi
+
 FOCUS=${FOCUS:-$(e2e_focus)}
 # hack/kind-e2e-skip.txt: one regular expression a line, then " # " and the reason.
 listed=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-skip.txt | paste -sd'|')
@@ -79,9 +104,6 @@ if [ "${PARALLEL:-false}" = true ]; then
   export GINKGO_PARALLEL=y
   SKIP="\\[Serial\\]|$SKIP"
 fi
-out=$report/$SIDE
-rm -rf "$out"
-mkdir -p "$out"
 export KUBECONFIG=$SIDE_KIND/kubeconfig
 nodes=$("$SIDE_BIN/kubectl" get nodes --no-headers | wc -l)
 

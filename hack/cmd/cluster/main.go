@@ -35,10 +35,12 @@ limitations under the License.
 //	cluster kind-e2e-images  build the images of upstream's e2e tests (pause, busybox,
 //	                agnhost) under their upstream names and load them into the kind
 //	                cluster's nodes (make kind-e2e)
+//	cluster kind-slow-registry  serve the image pull gate's e2e tests a slow registry
+//	                the kind cluster's nodes reach, until interrupted (make kind-e2e)
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
 //	cluster kind-down    delete the kind clusters (fork and pristine) and stop the engine
 //
-// kind-up, kind-e2e-images and kind-delete take -pristine first: the pristine side of
+// kind-up, kind-e2e-images, kind-slow-registry and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md).
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
 package main
@@ -55,7 +57,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -71,7 +73,7 @@ func main() {
 	switch os.Args[1] {
 	case "up":
 		upFlags.Parse(os.Args[2:])
-	case "kind-up", "kind-e2e-images", "kind-delete":
+	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
 		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" {
@@ -108,7 +110,7 @@ func main() {
 	case "down":
 		err = c.Down(ctx)
 	case "slow-registry":
-		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).Serve(ctx, cluster.SlowRegistryAddr)
+		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).ListenAndServe(ctx, cluster.SlowRegistryAddr)
 	case "packages":
 		err = cluster.InstallPackages(os.Stdout, cluster.Packages)
 	case "e2e-images":
@@ -130,6 +132,10 @@ func main() {
 		}
 	case "kind-e2e-images":
 		err = newKind(root, os.Stdout).KindLoadE2EImages(ctx)
+	case "kind-slow-registry":
+		err = newKind(root, os.Stdout).KindSlowRegistry(ctx, func(addr string) {
+			fmt.Printf("the slow registry serves the kind cluster's nodes:\n  export KUBE_TEST_SLOW_REGISTRY=%s\n", addr)
+		})
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":

@@ -270,8 +270,13 @@ func writeArchive(dir, ref string, img v1.Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	archive := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+	archive := archivePath(dir, ref)
 	return archive, tarball.WriteToFile(archive, tag, img)
+}
+
+// archivePath is where writeArchive writes ref's image in dir.
+func archivePath(dir, ref string) string {
+	return filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
 }
 
 // kind runs the kind CLI go.mod pins on the engine, its output in the log.

@@ -18,7 +18,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -79,15 +81,24 @@ func (s *SlowRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	proxy.ServeHTTP(w, r)
 }
 
-// Serve runs the proxy on addr until ctx ends.
-func (s *SlowRegistry) Serve(ctx context.Context, addr string) error {
-	srv := &http.Server{Addr: addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+// Serve runs the proxy on l until ctx ends.
+func (s *SlowRegistry) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// ListenAndServe runs the proxy on addr until ctx ends.
+func (s *SlowRegistry) ListenAndServe(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, l)
 }
