@@ -21,8 +21,9 @@
 # use are built here and loaded into the nodes under their upstream names
 # (cluster kind-e2e-images); the image pull gate's specs pull from a slow registry
 # the nodes reach (cluster kind-slow-registry). FOCUS defaults to this project's specs and the upstream
-# smoke subset of make e2e (hack/e2e-smoke.txt); FOCUS='\[Conformance\]' asks for
-# Conformance. Every spec skipped on purpose is in hack/kind-e2e-skip.txt with its
+# smoke subset of make e2e (hack/e2e-smoke.txt); SUITE=conformance asks for
+# Conformance, SUITE=series for the upstream specs of the areas the series changes
+# (hack/kind-e2e-series.txt), FOCUS for any regular expression. Every spec skipped on purpose is in hack/kind-e2e-skip.txt with its
 # reason. docs/kind.md.
 #
 # Parity: the same run on upstream's release with no group applied (PRISTINE=1 in
@@ -96,7 +97,15 @@ if [ -z "$KUBE_TEST_SLOW_REGISTRY" ]; then
   exit 1
 fi
 
-FOCUS=${FOCUS:-$(e2e_focus)}
+# SUITE names a focus: project (this project's specs and the smoke subset),
+# conformance, or series (hack/kind-e2e-series.txt); FOCUS overrides it.
+case ${SUITE:-project} in
+  project) suite_focus=$(e2e_focus) ;;
+  conformance) suite_focus='\[Conformance\]' ;;
+  series) suite_focus=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-series.txt | paste -sd'|') ;;
+  *) echo "error: SUITE=$SUITE: a suite is project, conformance or series" >&2; exit 2 ;;
+esac
+FOCUS=${FOCUS:-$suite_focus}
 # hack/kind-e2e-skip.txt: one regular expression a line, then " # " and the reason.
 listed=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-skip.txt | paste -sd'|')
 SKIP='\[Disruptive\]|\[Flaky\]'${listed:+"|$listed"}
