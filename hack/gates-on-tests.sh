@@ -55,10 +55,11 @@ echo "{\"Replace\":{$overlay${fuzz:+,$fuzz}}}" >"$tmp/overlay.json"
 
 # Left out: the tests that emulate a release older than the gates (a 1.36 alpha
 # gate cannot be on at 1.34), found by what they call or the flag they pass; the
-# image manager test that counts one runtime pull per pod, which the pull gate
-# deduplicates (docs/kubelet-image-pull-gate.md); and the bootstrap policy test that
-# compares the roles of the default gates with its golden file (the gates-on roles
-# have their own golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled).
+# image manager test that asserts two concurrent runtime pulls of one image, where
+# with the pull gate the second pod waits for the first
+# (docs/kubelet-image-pull-gate.md); and the bootstrap policy test that compares the
+# roles of the default gates with its golden file (the gates-on roles have their own
+# golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled).
 skip=$(printf '%s\n' "${dirs[@]}" | while read -r dir; do
   awk '/^func Test/ { match($0, /Test[A-Za-z0-9_]*/); f = substr($0, RSTART, RLENGTH) }
        /EmulationVersionDuringTest|VersionsDuringTest|--emulated-version|NewEffectiveVersionFromString/ { print f }' "$dir"/*_test.go 2>/dev/null

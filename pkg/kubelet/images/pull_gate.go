@@ -18,262 +18,453 @@ package images
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 )
 
-// pullGate is the node-wide gate image pulls pass when the KubeletImagePullGate
-// feature is enabled. Pulls wait for one of a limited number of slots in FIFO
-// order (golang.org/x/sync/semaphore), a waiting pull is abandoned as soon as its
-// context is done, concurrent pulls of one image share one runtime PullImage, and
-// a shared pull is cancelled when every pod waiting for it is gone.
+// pullGate is the node-wide queue image pulls pass when the KubeletImagePullGate
+// feature is enabled. Every pod's pull takes its place in one FIFO queue when it
+// arrives and waits for one of a limited number of slots; a pod whose context ends
+// leaves the queue at once. Every pull is the pod's own: it reaches the runtime
+// with the pod's image spec, credentials and sandbox config, and no pod ever
+// receives another pod's pull result. A pod that does not ask for
+// imagePullPolicy Always and finds a pull of its image running waits for that pull
+// instead of pulling too, keeping its place in the queue, and when it ends runs the
+// image manager's checks again (the image present in the runtime, and KEP-2535's
+// check with its own credentials): the pod then uses the image exactly as it would
+// had it arrived after the other pull, or pulls it itself.
 type pullGate struct {
 	imageService kubecontainer.ImageService
 	// limit is the number of slots; 0 means no limit.
 	limit int64
-	slots *semaphore.Weighted
 	// delegated is set when the runtime enforces the limit itself: the gate then
-	// still deduplicates and cancels, but no longer holds pulls back.
+	// still orders, deduplicates and cancels, but no longer holds pulls back.
 	delegated    atomic.Bool
 	queueTimeout time.Duration
 
-	mu      sync.Mutex
-	flights map[pullKey]*pullFlight
+	mu sync.Mutex
+	// used is the number of slots held.
+	used int64
+	// arrivals numbers the pulls in the order they arrive.
+	arrivals uint64
+	// queue holds the pulls waiting for a slot, by arrival.
+	queue []*pullTicket
+	// running holds a pull of each image in the runtime, which pulls of the same
+	// image wait for.
+	running map[imageKey]*runningPull
+	// places keeps the place in the queue of a pod whose wait timed out, for its
+	// next attempt after the back-off.
+	places map[placeKey]keptPlace
 }
 
-// pullKey identifies pulls that may share one runtime PullImage: the same image,
-// runtime handler and credentials, so that no pod can obtain an image through
-// credentials it does not have.
-type pullKey struct {
+// imageKey identifies an image in the runtime: pulls of one image with one runtime
+// handler fill the same image store.
+type imageKey struct {
 	image          string
 	runtimeHandler string
-	credentials    string
 }
 
-// pullFlight is one runtime pull and the pods waiting for it.
-type pullFlight struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	result pullResult
+type placeKey struct {
+	pod   types.UID
+	image imageKey
+}
 
+type keptPlace struct {
+	arrival uint64
+	until   time.Time
+}
+
+// placeKeptFor is how long a pod whose wait timed out keeps its place in the queue:
+// longer than the image pull back-off's maximum (5 minutes).
+const placeKeptFor = 10 * time.Minute
+
+// pullTicket is a pull's place in the queue.
+type pullTicket struct {
+	arrival uint64
+	key     imageKey
+	// wake receives when the ticket is granted a slot or a pull of its image starts.
+	wake chan struct{}
 	// Guarded by pullGate.mu.
-	waiters int
-	running bool          // the pull has a slot and reached the runtime
-	waited  time.Duration // how long the pull waited for its slot
-	notify  []func(pullStart)
+	granted bool
+	held    bool         // the grant counts against the limit
+	waiting *runningPull // the pull of the same image this one waits for
 }
 
-// pullStart tells a waiting pod that its pull got a slot and reached the runtime.
-type pullStart struct {
-	// waited is how long the pull waited for a slot.
-	waited time.Duration
-	// joined is set for a pod that joined a pull started for another pod.
-	joined bool
+// runningPull is a pull in the runtime.
+type runningPull struct {
+	cancel context.CancelFunc
+	// done is closed once the pull ended and its owner recorded it (finish).
+	done chan struct{}
+	// Guarded by pullGate.mu.
+	interest int // the owner, if still there, and the pods waiting for the pull
+}
+
+// pullRequest is one pod's request to pull one image.
+type pullRequest struct {
+	spec             kubecontainer.ImageSpec
+	credentials      []credentialprovider.TrackedAuthConfig
+	podSandboxConfig *runtimeapi.PodSandboxConfig
+	pod              types.UID
+	// alwaysPull is imagePullPolicy Always: the pod pulls even while a pull of its
+	// image runs, so that its image is resolved no earlier than it asked for it.
+	alwaysPull bool
+	// recheck runs the image manager's checks again once a pull of the image this
+	// pod waited for ended: ok, with the image's ref, when the pod needs no pull
+	// of its own. Without it the pod never waits for another pod's pull.
+	recheck func(ctx context.Context) (imageRef string, ok bool)
+	// events, each optional
+	events pullEvents
+}
+
+// pullEvents tell the pod what happens to its pull while it is in the gate.
+type pullEvents struct {
+	// queued: the pull waits for a slot, with ahead pulls before it in the queue.
+	queued func(ahead int)
+	// waiting: the pull waits for a pull of the same image started for another pod.
+	waiting func()
+	// started: the pull reaches the runtime, after waiting that long.
+	started func(waited time.Duration)
+}
+
+// queuedEventInterval is the least time between two queued events of one pull.
+const queuedEventInterval = 30 * time.Second
+
+// gateResult is a pull's outcome through the gate.
+type gateResult struct {
+	pullResult
+	// present is set when a pull of the image for another pod ended and the
+	// re-check found that this pod may use the image (pullResult.imageRef).
+	present bool
+	// finish, set on a successful pull of the pod's own, must be called once the
+	// pull is recorded: the pods waiting for it then check the image again.
+	finish func()
 }
 
 // ErrTooManyParallelPulls is returned when an image pull waited longer than
 // imagePullQueueTimeout for one of the maxParallelImagePulls slots.
 var ErrTooManyParallelPulls = errors.New("TooManyParallelImagePulls")
 
+// ErrPullAbandoned is returned for a pull its pod no longer waits for: the pod is
+// terminating or was deleted. It is no failure of the image or the registry, and
+// leaves no failure behind (no Warning event, no back-off).
+var ErrPullAbandoned = errors.New("image pull abandoned")
+
 func newPullGate(imageService kubecontainer.ImageService, limit int32, queueTimeout time.Duration) *pullGate {
-	g := &pullGate{
+	return &pullGate{
 		imageService: imageService,
+		limit:        max(int64(limit), 0),
 		queueTimeout: queueTimeout,
-		flights:      map[pullKey]*pullFlight{},
+		running:      map[imageKey]*runningPull{},
+		places:       map[placeKey]keptPlace{},
 	}
-	if limit > 0 {
-		g.limit = int64(limit)
-		g.slots = semaphore.NewWeighted(g.limit)
-	}
-	return g
 }
 
 var _ imagePuller = &pullGate{}
 
-// pullImage implements imagePuller for callers that need no start notification.
+// pullImage implements imagePuller for callers that need neither events nor a
+// re-check: the pull never waits for another pod's.
 func (g *pullGate) pullImage(ctx context.Context, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, pullChan chan<- pullResult, podSandboxConfig *runtimeapi.PodSandboxConfig) {
-	go func() { pullChan <- g.pull(ctx, spec, credentials, podSandboxConfig, false, nil) }()
+	go func() {
+		res := g.pull(ctx, pullRequest{spec: spec, credentials: credentials, podSandboxConfig: podSandboxConfig, alwaysPull: true})
+		if res.finish != nil {
+			res.finish()
+		}
+		pullChan <- res.pullResult
+	}()
 }
 
-// pull returns when the image is pulled, the pull failed, or ctx is done. With
-// alwaysPull the pod joins only a pull that has not reached the runtime yet, so that
-// its image is resolved no earlier than it asked. started, if set, is called once
-// when the pull reaches the runtime (at once when the pod joins a running pull).
-func (g *pullGate) pull(ctx context.Context, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig, alwaysPull bool, started func(pullStart)) pullResult {
+// pull returns when the pod's image is pulled, is found present after a pull of it
+// for another pod (result.present), the pull failed, or ctx is done. A successful
+// result of the pod's own pull carries finish, which the caller must call once it
+// recorded the pull: only then do the pods waiting for it check the image again.
+func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 	ctx, stop := pullContext(ctx)
 	defer stop()
-	key := pullKey{image: spec.Image, runtimeHandler: spec.RuntimeHandler, credentials: credentialsIdentity(credentials)}
+	arrived := time.Now()
+	key := imageKey{image: r.spec.Image, runtimeHandler: r.spec.RuntimeHandler}
 
 	g.mu.Lock()
-	f, joined := g.flights[key]
-	if joined && (f.ctx.Err() != nil || (alwaysPull && f.running)) {
-		joined = false
-	}
-	if !joined {
-		f = &pullFlight{done: make(chan struct{})}
-		// The flight outlives any one pod: it is cancelled when its last waiter leaves.
-		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-		g.flights[key] = f
-		go g.run(key, f, spec, credentials, podSandboxConfig)
-	}
-	f.waiters++
-	var startedNow *pullStart
-	if started != nil {
-		if f.running {
-			startedNow = &pullStart{waited: f.waited, joined: joined}
-		} else {
-			f.notify = append(f.notify, func(s pullStart) { s.joined = joined; started(s) })
-		}
-	}
+	t := g.enqueueLocked(r.pod, key, arrived)
 	g.mu.Unlock()
-	if startedNow != nil {
-		started(*startedNow)
-	}
-	if joined {
-		pullGateDeduplicated.Inc()
-	}
+	defer g.leaveQueue(t)
 
-	select {
-	case <-f.done:
-		res := f.result
-		res.credentialsUsed = sameCredential(res.credentialsUsed, credentials)
-		return res
-	case <-ctx.Done():
-		g.leave(key, f)
-		pullGateCancelledWaits.Inc()
-		return pullResult{err: fmt.Errorf("image pull of %q abandoned: %w", spec.Image, context.Cause(ctx))}
+	var waitedForSlot time.Duration
+	var lastQueued time.Time
+	for {
+		g.mu.Lock()
+		if !r.alwaysPull && r.recheck != nil && t.waiting == nil {
+			if p := g.running[key]; p != nil {
+				g.waitForLocked(t, p)
+			}
+		}
+		waiting, granted := t.waiting, t.granted
+		ahead := g.aheadLocked(t)
+		g.mu.Unlock()
+
+		switch {
+		case waiting != nil:
+			if r.events.waiting != nil {
+				r.events.waiting()
+			}
+			select {
+			case <-waiting.done:
+			case <-ctx.Done():
+				return g.abandon(ctx, r.spec)
+			}
+			g.mu.Lock()
+			t.waiting = nil
+			g.mu.Unlock()
+			if ref, ok := r.recheck(ctx); ok {
+				pullGateDeduplicated.Inc()
+				return gateResult{pullResult: pullResult{imageRef: ref}, present: true}
+			}
+			g.mu.Lock()
+			g.dispatchLocked()
+			g.mu.Unlock()
+		case granted:
+			return g.run(ctx, t, r, time.Since(arrived))
+		default:
+			if r.events.queued != nil && time.Since(lastQueued) >= queuedEventInterval {
+				r.events.queued(ahead)
+				lastQueued = time.Now()
+			}
+			// The timeout counts the pod's own time waiting for a slot, not the
+			// time it waited for a pull of its image.
+			var timeout <-chan time.Time
+			var timer *time.Timer
+			if g.queueTimeout > 0 {
+				timer = time.NewTimer(g.queueTimeout - waitedForSlot)
+				timeout = timer.C
+			}
+			start := time.Now()
+			select {
+			case <-t.wake:
+			case <-ctx.Done():
+				return g.abandon(ctx, r.spec)
+			case <-timeout:
+				g.keepPlace(r.pod, t)
+				pullGateQueueTimeouts.Inc()
+				return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: waited %v for one of %d image pull slots (imagePullQueueTimeout)", ErrTooManyParallelPulls, g.queueTimeout, g.limit)}}
+			}
+			waitedForSlot += time.Since(start)
+			if timer != nil {
+				timer.Stop()
+			}
+		}
 	}
 }
 
-// leave removes a waiter; the last one to leave cancels the pull.
-func (g *pullGate) leave(key pullKey, f *pullFlight) {
+// enqueueLocked gives the pull its place: the one it kept, if its pod comes back
+// after its wait timed out, or the end of the queue.
+func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pullTicket {
+	for k, p := range g.places {
+		if now.After(p.until) {
+			delete(g.places, k)
+		}
+	}
+	t := &pullTicket{key: key, wake: make(chan struct{}, 1)}
+	if p, ok := g.places[placeKey{pod, key}]; ok && pod != "" {
+		t.arrival = p.arrival
+		delete(g.places, placeKey{pod, key})
+	} else {
+		g.arrivals++
+		t.arrival = g.arrivals
+	}
+	i, _ := slices.BinarySearchFunc(g.queue, t.arrival, func(q *pullTicket, a uint64) int { return cmpUint64(q.arrival, a) })
+	g.queue = slices.Insert(g.queue, i, t)
+	pullGateQueued.Inc()
+	g.dispatchLocked()
+	return t
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// dispatchLocked grants free slots to the first pulls in the queue that do not
+// wait for a pull of their image.
+func (g *pullGate) dispatchLocked() {
+	unlimited := g.limit == 0 || g.delegated.Load()
+	for _, t := range g.queue {
+		if !unlimited && g.used >= g.limit {
+			return
+		}
+		if t.granted || t.waiting != nil {
+			continue
+		}
+		t.granted = true
+		if !unlimited {
+			t.held = true
+			g.used++
+		}
+		signal(t.wake)
+	}
+}
+
+// waitForLocked makes t wait for p, a pull of its image, handing on a slot it was
+// granted meanwhile: it keeps its place in the queue.
+func (g *pullGate) waitForLocked(t *pullTicket, p *runningPull) {
+	t.waiting = p
+	p.interest++
+	if t.granted {
+		t.granted = false
+		if t.held {
+			t.held = false
+			g.used--
+		}
+		g.dispatchLocked()
+	}
+}
+
+// aheadLocked is the number of pulls before t in the queue.
+func (g *pullGate) aheadLocked(t *pullTicket) int {
+	return slices.Index(g.queue, t)
+}
+
+// leaveQueue removes t from the queue, if it is still there, returning a slot it
+// holds but did not use.
+func (g *pullGate) leaveQueue(t *pullTicket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	f.waiters--
-	if f.waiters > 0 {
+	i := slices.Index(g.queue, t)
+	if i < 0 {
 		return
 	}
-	f.cancel()
-	if g.flights[key] == f {
-		delete(g.flights, key)
+	g.queue = slices.Delete(g.queue, i, i+1)
+	pullGateQueued.Dec()
+	if t.waiting != nil {
+		g.loseInterestLocked(t.waiting)
+		t.waiting = nil
+	}
+	if t.held {
+		t.held = false
+		g.used--
+	}
+	g.dispatchLocked()
+}
+
+// keepPlace remembers the place of a pull whose wait timed out, for its pod's next
+// attempt.
+func (g *pullGate) keepPlace(pod types.UID, t *pullTicket) {
+	if pod == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.places[placeKey{pod, t.key}] = keptPlace{arrival: t.arrival, until: time.Now().Add(placeKeptFor)}
+}
+
+// loseInterestLocked drops one waiter of p; the last one to go cancels the pull.
+func (g *pullGate) loseInterestLocked(p *runningPull) {
+	p.interest--
+	if p.interest == 0 {
+		p.cancel()
 	}
 }
 
-// run waits for a slot and pulls the image for every waiter of f.
-func (g *pullGate) run(key pullKey, f *pullFlight, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig) {
-	defer func() {
-		g.mu.Lock()
-		if g.flights[key] == f {
-			delete(g.flights, key)
-		}
-		g.mu.Unlock()
-		f.cancel()
-		close(f.done)
-	}()
+func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) gateResult {
+	pullGateCancelledWaits.Inc()
+	return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: %q: %w", ErrPullAbandoned, spec.Image, context.Cause(ctx))}}
+}
 
-	queuedAt := time.Now()
-	held, err := g.acquire(f.ctx)
-	if err != nil {
-		f.result = pullResult{err: err}
-		return
-	}
-	if held {
-		defer g.slots.Release(1)
-	}
-	waited := time.Since(queuedAt)
+// run pulls the image for the pod that holds ticket t. The pull runs detached from
+// the pod, so that pods that wait for it keep it alive when the pod goes; it is
+// cancelled when nobody waits for it any more.
+func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited time.Duration) gateResult {
+	p := &runningPull{done: make(chan struct{}), interest: 1}
+	var pctx context.Context
+	pctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	g.mu.Lock()
-	f.running, f.waited = true, waited
-	notify := f.notify
-	f.notify = nil
-	g.mu.Unlock()
-	for _, n := range notify {
-		n(pullStart{waited: waited})
+	if i := slices.Index(g.queue, t); i >= 0 {
+		g.queue = slices.Delete(g.queue, i, i+1)
+		pullGateQueued.Dec()
 	}
-
-	pullGateInFlight.Inc()
-	defer pullGateInFlight.Dec()
-	startTime := time.Now()
-	imageRef, creds, err := g.imageService.PullImage(f.ctx, spec, credentials, podSandboxConfig)
-	var size uint64
-	if err == nil && imageRef != "" {
-		// Getting the image size with best effort, ignoring the error.
-		size, _ = g.imageService.GetImageSize(f.ctx, spec)
-	}
-	f.result = pullResult{
-		imageRef:        imageRef,
-		imageSize:       size,
-		err:             err,
-		pullDuration:    time.Since(startTime),
-		credentialsUsed: creds,
-	}
-}
-
-// acquire waits for a slot, at most queueTimeout when one is set; held says
-// whether the pull holds a slot it must release.
-func (g *pullGate) acquire(ctx context.Context) (held bool, err error) {
-	if g.slots == nil || g.delegated.Load() {
-		return false, nil
-	}
-	pullGateQueued.Inc()
-	defer pullGateQueued.Dec()
-	start := time.Now()
-	actx := ctx
-	if g.queueTimeout > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, g.queueTimeout)
-		defer cancel()
-	}
-	err = g.slots.Acquire(actx, 1)
-	pullGateSlotWait.Observe(time.Since(start).Seconds())
-	switch {
-	case err == nil:
-		return true, nil
-	case ctx.Err() == nil:
-		pullGateQueueTimeouts.Inc()
-		return false, fmt.Errorf("%w: waited %v for one of %d image pull slots (imagePullQueueTimeout)", ErrTooManyParallelPulls, g.queueTimeout, g.limit)
-	default:
-		return false, fmt.Errorf("waiting for an image pull slot: %w", context.Cause(ctx))
-	}
-}
-
-// credentialsIdentity hashes the credentials a pull would try, in order.
-func credentialsIdentity(credentials []credentialprovider.TrackedAuthConfig) string {
-	if len(credentials) == 0 {
-		return ""
-	}
-	h := sha256.New()
-	enc := json.NewEncoder(h)
-	for _, c := range credentials {
-		// AuthConfig marshals without error: it holds only strings.
-		_ = enc.Encode(c.AuthConfig)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// sameCredential returns the pod's own credential that equals the one the shared
-// pull used, so that every pod records its own credential source.
-func sameCredential(used *credentialprovider.TrackedAuthConfig, own []credentialprovider.TrackedAuthConfig) *credentialprovider.TrackedAuthConfig {
-	if used == nil {
-		return nil
-	}
-	for i := range own {
-		if own[i].AuthConfig == used.AuthConfig {
-			return &own[i]
+	held := t.held
+	t.held = false
+	if g.running[t.key] == nil {
+		g.running[t.key] = p
+		// Pulls of the same image in the queue wait for this one.
+		for _, q := range g.queue {
+			if q.key == t.key && !q.granted {
+				signal(q.wake)
+			}
 		}
 	}
-	return used
+	g.mu.Unlock()
+	pullGateSlotWait.Observe(waited.Seconds())
+	if r.events.started != nil {
+		r.events.started(waited)
+	}
+
+	result := make(chan gateResult, 1)
+	var finishOnce sync.Once
+	finish := func() {
+		finishOnce.Do(func() {
+			g.mu.Lock()
+			if g.running[t.key] == p {
+				delete(g.running, t.key)
+			}
+			g.mu.Unlock()
+			p.cancel()
+			close(p.done)
+		})
+	}
+	go func() {
+		pullGateInFlight.Inc()
+		startTime := time.Now()
+		imageRef, creds, err := g.imageService.PullImage(pctx, r.spec, r.credentials, r.podSandboxConfig)
+		var size uint64
+		if err == nil && imageRef != "" {
+			// Getting the image size with best effort, ignoring the error.
+			size, _ = g.imageService.GetImageSize(pctx, r.spec)
+		}
+		pullGateInFlight.Dec()
+		g.mu.Lock()
+		if held {
+			g.used--
+		}
+		g.dispatchLocked()
+		g.mu.Unlock()
+		result <- gateResult{pullResult: pullResult{imageRef: imageRef, imageSize: size, err: err, pullDuration: time.Since(startTime), credentialsUsed: creds}, finish: finish}
+	}()
+
+	select {
+	case res := <-result:
+		if res.err != nil {
+			finish()
+			res.finish = nil
+		}
+		return res
+	case <-ctx.Done():
+		g.mu.Lock()
+		g.loseInterestLocked(p)
+		g.mu.Unlock()
+		// Nobody records the pull: the pods waiting for it check the image again
+		// as soon as it ends.
+		go func() { (<-result).finish() }()
+		return g.abandon(ctx, r.spec)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }

@@ -22,12 +22,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	"k8s.io/kubernetes/pkg/features"
+	kubeletconfiginternal "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/events"
 )
@@ -81,31 +83,93 @@ func newImagePuller(imageService kubecontainer.ImageService, serialized bool, ma
 	return newParallelImagePuller(imageService, maxParallelImagePulls)
 }
 
-// startPull emits the Pulling event and pulls the image. Through the pull gate the
-// event comes when the pull reaches the runtime, and says how long it waited for a
-// slot or that it joined another pod's pull.
-func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix, image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig, pullPolicy v1.PullPolicy) pullResult {
+// startPull pulls the image. Through the pull gate the pod sees its place in the
+// queue (event PullQueued, rate-limited), a wait for a pull of the same image
+// started for another pod, and the Pulling event when its own pull reaches the
+// runtime, saying how long it waited for a slot. A pod that waited for another
+// pod's pull checks the image again when that pull ends (recheck) and, when it may
+// use the image, ends with it present and no pull of its own.
+func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig, pullPolicy v1.PullPolicy) gateResult {
 	gate, ok := m.puller.(*pullGate)
 	if !ok {
 		m.logIt(objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, fmt.Sprintf("Pulling image %q", image), klog.Info)
 		pullChan := make(chan pullResult)
 		m.puller.pullImage(ctx, spec, credentials, pullChan, podSandboxConfig)
-		return <-pullChan
+		return gateResult{pullResult: <-pullChan}
 	}
-	return gate.pull(ctx, spec, credentials, podSandboxConfig, pullPolicy == v1.PullAlways, func(s pullStart) {
-		m.logIt(objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, s, gate.limit), klog.Info)
+	return gate.pull(ctx, pullRequest{
+		spec:             spec,
+		credentials:      credentials,
+		podSandboxConfig: podSandboxConfig,
+		pod:              podUID,
+		alwaysPull:       pullPolicy == v1.PullAlways,
+		recheck:          m.recheck(image, spec, credentials),
+		events: pullEvents{
+			queued: func(ahead int) {
+				m.logIt(objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit), klog.Info)
+			},
+			waiting: func() {
+				m.logIt(objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Waiting for a pull of image %q started for another pod; the image is checked again when it ends", image), klog.Info)
+			},
+			started: func(waited time.Duration) {
+				m.logIt(objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, waited, gate.limit), klog.Info)
+			},
+		},
 	})
 }
 
-func pullingMessage(image string, s pullStart, slots int64) string {
-	switch {
-	case s.joined:
-		return fmt.Sprintf("Pulling image %q (joined a pull of the same image started for another pod)", image)
-	case s.waited >= time.Millisecond:
-		return fmt.Sprintf("Pulling image %q (waited %v for one of %d image pull slots)", image, s.waited.Truncate(time.Millisecond), slots)
-	default:
-		return fmt.Sprintf("Pulling image %q", image)
+// recheck is the image manager's check of a pod's image, run again once a pull of
+// the image for another pod ended: the image is present in the runtime and, with
+// KubeletEnsureSecretPulledImages, the pod's own credentials may use it.
+func (m *imageManager) recheck(image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig) func(context.Context) (string, bool) {
+	return func(ctx context.Context) (string, bool) {
+		imageRef, err := m.imageService.GetImageRef(ctx, spec)
+		if err != nil || imageRef == "" {
+			// The pod pulls the image itself, which reports any error.
+			return "", false
+		}
+		if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
+			return imageRef, true
+		}
+		mustPull, err := m.imagePullManager.MustAttemptImagePull(ctx, image, imageRef, func() ([]kubeletconfiginternal.ImagePullSecret, *kubeletconfiginternal.ImagePullServiceAccount, error) {
+			secrets, serviceAccount := podPullCredentials(credentials)
+			return secrets, serviceAccount, nil
+		})
+		return imageRef, err == nil && !mustPull
 	}
+}
+
+// endWithoutPull ends a pull through the gate that never reached the runtime for
+// this pod: the image became present through another pod's pull, or the pod no
+// longer waits (ErrPullAbandoned), which leaves no failure behind: no Warning event,
+// no back-off, no error message kept for the pod.
+func (m *imageManager) endWithoutPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, res gateResult) (imageRef, message string, err error) {
+	if !res.present {
+		klog.FromContext(ctx).V(2).Info("Image pull abandoned", "pod", logPrefix, "err", res.err)
+		return "", res.err.Error(), res.err
+	}
+	msg := fmt.Sprintf("Container image %q already present on machine, pulled for another pod while this one waited", image)
+	m.logIt(objRef, v1.EventTypeNormal, events.PulledImage, logPrefix, msg, klog.Info)
+	m.podPullingTimeRecorder.RecordImageFinishedPulling(podUID)
+	return res.imageRef, msg, nil
+}
+
+func queuedMessage(image string, ahead int, slots int64) string {
+	return fmt.Sprintf("Waiting for one of %d image pull slots to pull image %q: %d %s ahead in the queue", slots, image, ahead, plural(ahead, "pull", "pulls"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func pullingMessage(image string, waited time.Duration, slots int64) string {
+	if waited >= time.Millisecond {
+		return fmt.Sprintf("Pulling image %q (waited %v for one of %d image pull slots)", image, waited.Truncate(time.Millisecond), slots)
+	}
+	return fmt.Sprintf("Pulling image %q", image)
 }
 
 // PullLimitHandOff is implemented by an image manager whose limit of parallel pulls
@@ -136,5 +200,8 @@ func (m *imageManager) HandOffPullLimit(ctx context.Context, runtimeEnforces boo
 		return
 	}
 	gate.delegated.Store(true)
+	gate.mu.Lock()
+	gate.dispatchLocked()
+	gate.mu.Unlock()
 	logger.Info("The container runtime enforces the limit of parallel image pulls from now on", "maxParallelImagePulls", gate.limit)
 }

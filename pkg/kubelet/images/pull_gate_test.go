@@ -35,36 +35,42 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/component-base/metrics/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	"k8s.io/kubernetes/pkg/features"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
-	"k8s.io/utils/ptr"
 )
 
-// gatedImageService is an image service whose pulls block until released, recording
-// the order and the concurrency of the pulls that reach it.
-type gatedImageService struct {
+// fakeImageRuntime is an image service whose pulls block until released. It
+// records what each pull brought to the runtime, in the order the pulls reached it,
+// and has an image once a pull of it succeeded.
+type fakeImageRuntime struct {
 	kubecontainer.ImageService // not called
 
 	mu        sync.Mutex
-	started   []string // images, in the order their pulls reached the runtime
+	pulls     []runtimePull
 	cancelled []string // images whose pull context was cancelled while running
 	running   int      // pulls in the runtime now
 	peak      int      // most pulls in the runtime at once
 	release   map[string]chan struct{}
 	entered   chan string      // receives an image when its pull reaches the runtime
 	err       map[string]error // pull errors by image
+	present   map[string]bool
 }
 
-func newGatedImageService() *gatedImageService {
-	return &gatedImageService{release: map[string]chan struct{}{}, entered: make(chan string, 100), err: map[string]error{}}
+// runtimePull is what one PullImage brought to the runtime.
+type runtimePull struct {
+	image, namespace, handler string
+	annotations               []kubecontainer.Annotation
+}
+
+func newFakeImageRuntime() *fakeImageRuntime {
+	return &fakeImageRuntime{release: map[string]chan struct{}{}, entered: make(chan string, 100), err: map[string]error{}, present: map[string]bool{}}
 }
 
 // gate returns the channel that lets the pulls of image finish.
-func (s *gatedImageService) gate(image string) chan struct{} {
+func (s *fakeImageRuntime) gate(image string) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.release[image] == nil {
@@ -73,11 +79,12 @@ func (s *gatedImageService) gate(image string) chan struct{} {
 	return s.release[image]
 }
 
-func (s *gatedImageService) finish(image string) { close(s.gate(image)) }
+// finish lets every pull of image finish, now and later.
+func (s *fakeImageRuntime) finish(image string) { close(s.gate(image)) }
 
-func (s *gatedImageService) PullImage(ctx context.Context, spec kubecontainer.ImageSpec, creds []credentialprovider.TrackedAuthConfig, _ *runtimeapi.PodSandboxConfig) (string, *credentialprovider.TrackedAuthConfig, error) {
+func (s *fakeImageRuntime) PullImage(ctx context.Context, spec kubecontainer.ImageSpec, creds []credentialprovider.TrackedAuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, *credentialprovider.TrackedAuthConfig, error) {
 	s.mu.Lock()
-	s.started = append(s.started, spec.Image)
+	s.pulls = append(s.pulls, runtimePull{image: spec.Image, namespace: sandbox.GetMetadata().GetNamespace(), handler: spec.RuntimeHandler, annotations: spec.Annotations})
 	s.running++
 	s.peak = max(s.peak, s.running)
 	s.mu.Unlock()
@@ -95,25 +102,56 @@ func (s *gatedImageService) PullImage(ctx context.Context, spec kubecontainer.Im
 		s.mu.Unlock()
 		return "", nil, ctx.Err()
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err[spec.Image]; err != nil {
+		return "", nil, err
+	}
+	s.present[spec.Image] = true
 	var used *credentialprovider.TrackedAuthConfig
 	if len(creds) > 0 {
 		used = &creds[0]
 	}
-	return "sha256:" + spec.Image, used, s.err[spec.Image]
+	return "sha256:" + spec.Image, used, nil
 }
 
-func (s *gatedImageService) GetImageSize(context.Context, kubecontainer.ImageSpec) (uint64, error) {
+func (s *fakeImageRuntime) GetImageRef(_ context.Context, spec kubecontainer.ImageSpec) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.present[spec.Image] {
+		return "sha256:" + spec.Image, nil
+	}
+	return "", nil
+}
+
+func (s *fakeImageRuntime) GetImageSize(context.Context, kubecontainer.ImageSpec) (uint64, error) {
 	return 1, nil
 }
 
-func (s *gatedImageService) startedPulls() []string {
+func (s *fakeImageRuntime) startedPulls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.started...)
+	var images []string
+	for _, p := range s.pulls {
+		images = append(images, p.image)
+	}
+	return images
+}
+
+func (s *fakeImageRuntime) pullsOf(image string) []runtimePull {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pulls []runtimePull
+	for _, p := range s.pulls {
+		if p.image == image {
+			pulls = append(pulls, p)
+		}
+	}
+	return pulls
 }
 
 // waitEntered waits until the pull of image reaches the runtime.
-func (s *gatedImageService) waitEntered(t *testing.T, image string) {
+func (s *fakeImageRuntime) waitEntered(t *testing.T, image string) {
 	t.Helper()
 	select {
 	case got := <-s.entered:
@@ -123,7 +161,7 @@ func (s *gatedImageService) waitEntered(t *testing.T, image string) {
 	}
 }
 
-func (s *gatedImageService) assertNothingEntered(t *testing.T) {
+func (s *fakeImageRuntime) assertNothingEntered(t *testing.T) {
 	t.Helper()
 	select {
 	case got := <-s.entered:
@@ -132,233 +170,378 @@ func (s *gatedImageService) assertNothingEntered(t *testing.T) {
 	}
 }
 
-// pullAsync starts a pull through the gate and returns its result channel.
-func pullAsync(ctx context.Context, g *pullGate, image string, creds []credentialprovider.TrackedAuthConfig, always bool) <-chan pullResult {
-	ch := make(chan pullResult, 1)
-	go func() { ch <- g.pull(ctx, kubecontainer.ImageSpec{Image: image}, creds, nil, always, nil) }()
+// mustAttempt is an image pull manager whose KEP-2535 check answers with must.
+type mustAttempt struct {
+	pullmanager.NoopImagePullManager
+	must bool
+}
+
+func (m *mustAttempt) MustAttemptImagePull(context.Context, string, string, pullmanager.GetPodCredentials) (bool, error) {
+	return m.must, nil
+}
+
+// gateEnv is an image manager with the pull gate over a fakeImageRuntime.
+type gateEnv struct {
+	rt       *fakeImageRuntime
+	m        *imageManager
+	recorder *record.FakeRecorder
+	backOff  *flowcontrol.Backoff
+	times    *mockPodPullingTimeRecorder
+	seen     []string // events read so far
+}
+
+func newGateEnv(t *testing.T, limit int32, queueTimeout time.Duration, pullManager pullmanager.ImagePullManager) *gateEnv {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
+	if pullManager == nil {
+		pullManager = &pullmanager.NoopImagePullManager{}
+	}
+	e := &gateEnv{
+		rt:       newFakeImageRuntime(),
+		recorder: record.NewFakeRecorder(1000),
+		backOff:  flowcontrol.NewBackOff(time.Second, time.Minute),
+		times:    &mockPodPullingTimeRecorder{startedPullingRecorded: map[ktypes.UID]bool{}, finishedPullingRecorded: map[ktypes.UID]bool{}},
+	}
+	var maxParallel *int32
+	if limit > 0 {
+		maxParallel = &limit
+	}
+	e.m = NewImageManager(e.recorder, &credentialprovider.BasicDockerKeyring{}, e.rt, pullManager, e.backOff,
+		false, maxParallel, queueTimeout, 0, 0, e.times).(*imageManager)
+	return e
+}
+
+// gatePod is a pod's request for one image.
+type gatePod struct {
+	name, namespace, image, handler string
+	policy                          v1.PullPolicy
+	annotations                     map[string]string
+}
+
+type outcome struct {
+	ref, msg string
+	err      error
+}
+
+// ensure runs EnsureImageExists for p until the pod's context ends.
+func (e *gateEnv) ensure(podCtx context.Context, p gatePod) <-chan outcome {
+	if p.namespace == "" {
+		p.namespace = "ns"
+	}
+	if p.policy == "" {
+		p.policy = v1.PullIfNotPresent
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, UID: ktypes.UID("uid-" + p.name), Annotations: p.annotations}}
+	ref := &v1.ObjectReference{Kind: "Pod", Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID}
+	sandbox := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID)}}
+	ctx := WithPullCancellation(context.WithoutCancel(podCtx), podCtx)
+	ch := make(chan outcome, 1)
+	go func() {
+		r, msg, err := e.m.EnsureImageExists(ctx, ref, pod, p.image, nil, sandbox, p.handler, p.policy)
+		ch <- outcome{r, msg, err}
+	}()
 	return ch
 }
 
-func result(t *testing.T, ch <-chan pullResult) pullResult {
+func outcomeOf(t *testing.T, ch <-chan outcome) outcome {
 	t.Helper()
 	select {
-	case r := <-ch:
-		return r
+	case o := <-ch:
+		return o
 	case <-time.After(10 * time.Second):
-		t.Fatal("the pull did not return")
-		return pullResult{}
+		t.Fatal("EnsureImageExists did not return")
+		return outcome{}
 	}
 }
 
-// waitQueued waits until n pulls wait for a slot (the gate's gauge).
-func waitQueued(t *testing.T, n float64) {
+// events returns every event recorded so far.
+func (e *gateEnv) events() []string {
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			e.seen = append(e.seen, ev)
+		default:
+			return e.seen
+		}
+	}
+}
+
+// waitEvent waits for an event containing text, returning the events up to it.
+func (e *gateEnv) waitEvent(t *testing.T, text string) []string {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		v, err := testutil.GetGaugeMetricValue(pullGateQueued)
-		return err == nil && v == n
-	}, 10*time.Second, time.Millisecond, "waiting for %v queued pulls", n)
-}
-
-func TestPullGateLimitsAndKeepsFIFOOrder(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 2, 0)
-	ctx := context.Background()
-	var results []<-chan pullResult
-	for i := range 6 {
-		results = append(results, pullAsync(ctx, g, fmt.Sprintf("image-%d", i), nil, false))
-		if i < 2 {
-			svc.waitEntered(t, fmt.Sprintf("image-%d", i))
-		} else {
-			waitQueued(t, float64(i-1))
+	var seen []string
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			seen = append(seen, ev)
+			e.seen = append(e.seen, ev)
+			if strings.Contains(ev, text) {
+				return seen
+			}
+		case <-timeout:
+			t.Fatalf("no event %q; events: %q", text, seen)
 		}
 	}
-	svc.assertNothingEntered(t)
-	for i := range 6 {
-		svc.finish(fmt.Sprintf("image-%d", i))
-		r := result(t, results[i])
-		require.NoError(t, r.err)
-		assert.Equal(t, fmt.Sprintf("sha256:image-%d", i), r.imageRef)
-		if i+2 < 6 {
-			svc.waitEntered(t, fmt.Sprintf("image-%d", i+2))
+}
+
+func matching(events []string, text string) []string {
+	var m []string
+	for _, ev := range events {
+		if strings.Contains(ev, text) {
+			m = append(m, ev)
 		}
 	}
-	assert.Equal(t, []string{"image-0", "image-1", "image-2", "image-3", "image-4", "image-5"}, svc.startedPulls(), "FIFO order")
-	assert.Equal(t, 2, svc.peak, "never more pulls in the runtime than the limit")
+	return m
 }
 
-func TestPullGateAbandonsAQueuedPullAndHandsItsSlotOn(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 1, 0)
-	before, _ := testutil.GetCounterMetricValue(pullGateCancelledWaits)
-
-	first := pullAsync(context.Background(), g, "running", nil, false)
-	svc.waitEntered(t, "running")
-	podCtx, deletePod := context.WithCancel(context.Background())
-	queued := pullAsync(podCtx, g, "deleted-pod", nil, false)
-	waitQueued(t, 1)
-	next := pullAsync(context.Background(), g, "next", nil, false)
-	waitQueued(t, 2)
-
-	deletePod()
-	r := result(t, queued)
-	require.ErrorIs(t, r.err, context.Canceled)
-	assert.Contains(t, r.err.Error(), "abandoned")
-	waitQueued(t, 1)
-
-	svc.finish("running")
-	require.NoError(t, result(t, first).err)
-	svc.waitEntered(t, "next")
-	svc.finish("next")
-	require.NoError(t, result(t, next).err)
-	assert.Equal(t, []string{"running", "next"}, svc.startedPulls(), "the deleted pod's pull never reaches the runtime")
-	after, _ := testutil.GetCounterMetricValue(pullGateCancelledWaits)
-	assert.Equal(t, before+1, after)
+// holdTheSlot takes the only slot with a pull of "held:1" that lasts until finish("held:1").
+func (e *gateEnv) holdTheSlot(t *testing.T) <-chan outcome {
+	held := e.ensure(context.Background(), gatePod{name: "holder", image: "held:1"})
+	e.rt.waitEntered(t, "held:1")
+	return held
 }
 
-func TestPullGateCancelsARunningPullWhenEveryWaiterIsGone(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 1, 0)
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	a := pullAsync(ctx1, g, "shared", nil, false)
-	svc.waitEntered(t, "shared")
-	joinedBefore, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-	b := pullAsync(ctx2, g, "shared", nil, false)
-	require.Eventually(t, func() bool {
-		v, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-		return v == joinedBefore+1
-	}, 10*time.Second, time.Millisecond, "the second pod joins the running pull")
-
-	cancel1()
-	require.ErrorIs(t, result(t, a).err, context.Canceled)
-	svc.assertNothingEntered(t)
-	svc.mu.Lock()
-	assert.Empty(t, svc.cancelled, "the pull goes on while a pod still waits for it")
-	svc.mu.Unlock()
-
-	cancel2()
-	require.ErrorIs(t, result(t, b).err, context.Canceled)
-	require.Eventually(t, func() bool {
-		svc.mu.Lock()
-		defer svc.mu.Unlock()
-		return len(svc.cancelled) == 1
-	}, 10*time.Second, time.Millisecond, "the runtime pull is cancelled when its last waiter leaves")
-
-	// The slot is free again, and a new request starts a new pull.
-	c := pullAsync(context.Background(), g, "shared", nil, false)
-	svc.waitEntered(t, "shared")
-	svc.finish("shared")
-	require.NoError(t, result(t, c).err)
-}
-
-func TestPullGateDeduplicatesByImageHandlerAndCredentials(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 0, 0)
-	before, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-	secretA := []credentialprovider.TrackedAuthConfig{{AuthConfig: credentialprovider.AuthConfig{Username: "a", Password: "1"}}}
-	secretB := []credentialprovider.TrackedAuthConfig{{AuthConfig: credentialprovider.AuthConfig{Username: "b", Password: "2"}}}
-
-	var same []<-chan pullResult
-	for range 5 {
-		same = append(same, pullAsync(context.Background(), g, "busybox", secretA, false))
+// A pod that arrives while a pull of its image runs waits for it and checks the
+// image again with its own inputs: every pull the runtime sees is the pod's own
+// (namespace, annotations, sandbox), and KEP-2535's check decides, per pod,
+// whether the image present may be used or the pod pulls it itself.
+func TestPullGateWaitersCheckTheImageAgainWithTheirOwnInputs(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletEnsureSecretPulledImages, true)
+	for _, tc := range []struct {
+		name string
+		must bool
+		want []runtimePull
+	}{{
+		name: "the waiter's own check requires a pull: it pulls with its own namespace and annotations",
+		must: true,
+		want: []runtimePull{
+			{image: "img:1", namespace: "lax", annotations: []kubecontainer.Annotation{{Name: "a", Value: "1"}}},
+			{image: "img:1", namespace: "strict", annotations: []kubecontainer.Annotation{{Name: "b", Value: "2"}}},
+		},
+	}, {
+		name: "the waiter may use the image present: no pull of its own",
+		must: false,
+		want: []runtimePull{{image: "img:1", namespace: "lax", annotations: []kubecontainer.Annotation{{Name: "a", Value: "1"}}}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newGateEnv(t, 2, 0, &mustAttempt{must: tc.must})
+			first := e.ensure(context.Background(), gatePod{name: "first", namespace: "lax", image: "img:1", annotations: map[string]string{"a": "1"}})
+			e.rt.waitEntered(t, "img:1")
+			second := e.ensure(context.Background(), gatePod{name: "second", namespace: "strict", image: "img:1", annotations: map[string]string{"b": "2"}})
+			e.waitEvent(t, `Waiting for a pull of image "img:1" started for another pod`)
+			e.rt.finish("img:1")
+			require.NoError(t, outcomeOf(t, first).err)
+			got := outcomeOf(t, second)
+			require.NoError(t, got.err)
+			assert.Equal(t, "sha256:img:1", got.ref)
+			assert.Equal(t, tc.want, e.rt.pullsOf("img:1"))
+			if !tc.must {
+				assert.Contains(t, got.msg, "already present on machine, pulled for another pod while this one waited")
+			}
+			for _, uid := range []ktypes.UID{"uid-first", "uid-second"} {
+				assert.True(t, e.times.finishedPullingRecorded[uid], "the pull time of %s is recorded", uid)
+			}
+		})
 	}
-	svc.waitEntered(t, "busybox")
-	require.Eventually(t, func() bool {
-		v, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-		return v == before+4
-	}, 10*time.Second, time.Millisecond, "the other four pods join the running pull")
-	other := pullAsync(context.Background(), g, "busybox", secretB, false)
-	svc.waitEntered(t, "busybox")
-	handler := make(chan pullResult, 1)
-	go func() {
-		handler <- g.pull(context.Background(), kubecontainer.ImageSpec{Image: "busybox", RuntimeHandler: "kata"}, secretA, nil, false, nil)
-	}()
-	svc.waitEntered(t, "busybox")
-	svc.finish("busybox")
-	for _, ch := range same {
-		r := result(t, ch)
-		require.NoError(t, r.err)
-		assert.Equal(t, "sha256:busybox", r.imageRef)
+}
+
+func TestPullGateNeverWaitsAcrossRuntimeHandlersOrForAlwaysPulls(t *testing.T) {
+	e := newGateEnv(t, 3, 0, nil)
+	a := e.ensure(context.Background(), gatePod{name: "a", image: "img:1", handler: "runc"})
+	e.rt.waitEntered(t, "img:1")
+	b := e.ensure(context.Background(), gatePod{name: "b", image: "img:1", handler: "kata"})
+	e.rt.waitEntered(t, "img:1")
+	c := e.ensure(context.Background(), gatePod{name: "c", image: "img:1", handler: "runc", policy: v1.PullAlways})
+	e.rt.waitEntered(t, "img:1")
+	e.rt.finish("img:1")
+	for _, ch := range []<-chan outcome{a, b, c} {
+		require.NoError(t, outcomeOf(t, ch).err)
 	}
-	require.NoError(t, result(t, other).err)
-	require.NoError(t, result(t, handler).err)
-	assert.Len(t, svc.startedPulls(), 3, "one pull per image, handler and credentials")
-	after, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-	assert.Equal(t, before+4, after)
+	var handlers []string
+	for _, p := range e.rt.pullsOf("img:1") {
+		handlers = append(handlers, p.handler)
+	}
+	assert.ElementsMatch(t, []string{"runc", "kata", "runc"}, handlers)
 }
 
-func TestPullGateGivesEveryPodItsOwnCredentialSource(t *testing.T) {
-	auth := credentialprovider.AuthConfig{Username: "u", Password: "p"}
-	mine := []credentialprovider.TrackedAuthConfig{{AuthConfig: auth, Source: &credentialprovider.CredentialSource{Secret: &credentialprovider.SecretCoordinates{Name: "mine"}}}}
-	theirs := credentialprovider.TrackedAuthConfig{AuthConfig: auth, Source: &credentialprovider.CredentialSource{Secret: &credentialprovider.SecretCoordinates{Name: "theirs"}}}
-	got := sameCredential(&theirs, mine)
-	require.NotNil(t, got)
-	assert.Equal(t, "mine", got.Source.Secret.Name)
-	assert.Nil(t, sameCredential(nil, mine), "an anonymous pull stays anonymous")
+// Pods take their place in the queue when they arrive (their PullQueued event says
+// so) and reach the runtime in that order.
+func TestPullGateKeepsArrivalOrder(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	held := e.holdTheSlot(t)
+	var pods []<-chan outcome
+	for i := range 5 {
+		image := fmt.Sprintf("img-%d:1", i)
+		pods = append(pods, e.ensure(context.Background(), gatePod{name: fmt.Sprintf("p%d", i), image: image}))
+		e.waitEvent(t, fmt.Sprintf("to pull image %q: %d %s ahead in the queue", image, i, plural(i, "pull", "pulls")))
+	}
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+	for i, ch := range pods {
+		image := fmt.Sprintf("img-%d:1", i)
+		e.rt.waitEntered(t, image)
+		e.rt.finish(image)
+		require.NoError(t, outcomeOf(t, ch).err)
+	}
+	assert.Equal(t, []string{"held:1", "img-0:1", "img-1:1", "img-2:1", "img-3:1", "img-4:1"}, e.rt.startedPulls())
 }
 
-func TestPullGateAlwaysPullJoinsOnlyQueuedPulls(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 1, 0)
-	blocker := pullAsync(context.Background(), g, "blocker", nil, false)
-	svc.waitEntered(t, "blocker")
+// Each pod's queue timeout counts its own wait: a pod that arrives late for an
+// image others wait for gets its whole timeout.
+func TestPullGateTimesEachPodsOwnWait(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	e := newGateEnv(t, 1, timeout, nil)
+	held := e.holdTheSlot(t)
+	early := e.ensure(context.Background(), gatePod{name: "early", image: "img:1"})
+	time.Sleep(timeout * 2 / 3)
+	lateArrival := time.Now()
+	late := e.ensure(context.Background(), gatePod{name: "late", image: "img:1"})
+	require.ErrorIs(t, outcomeOf(t, early).err, ErrTooManyParallelPulls)
+	got := outcomeOf(t, late)
+	require.ErrorIs(t, got.err, ErrTooManyParallelPulls)
+	assert.GreaterOrEqual(t, time.Since(lateArrival), timeout, "the late pod waited its own timeout")
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+}
 
-	queuedA := pullAsync(context.Background(), g, "app", nil, false)
-	waitQueued(t, 1)
-	joined, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-	queuedB := pullAsync(context.Background(), g, "app", nil, true)
+// A pod whose wait timed out comes back, after its back-off, at the place it had.
+func TestPullGateKeepsTheirPlaceForPodsThatTimedOut(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	e := newGateEnv(t, 1, timeout, nil)
+	held := e.holdTheSlot(t)
+	first := e.ensure(context.Background(), gatePod{name: "first", image: "first:1"})
+	e.waitEvent(t, `to pull image "first:1"`)
+	second := e.ensure(context.Background(), gatePod{name: "second", image: "second:1"})
+	require.ErrorIs(t, outcomeOf(t, first).err, ErrTooManyParallelPulls)
+	e.backOff.Reset("uid-first_first:1")
+	first = e.ensure(context.Background(), gatePod{name: "first", image: "first:1"})
+	e.waitEvent(t, `to pull image "first:1": 0 pulls ahead in the queue`)
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+	e.rt.waitEntered(t, "first:1")
+	e.rt.finish("first:1")
+	e.rt.finish("second:1")
+	require.NoError(t, outcomeOf(t, first).err)
+	// second may have timed out meanwhile; its place was after first's.
+	outcomeOf(t, second)
+	assert.Equal(t, []string{"held:1", "first:1"}, e.rt.startedPulls()[:2])
+}
+
+// A pull abandoned because its pod is terminating leaves no failure behind: no
+// Warning event, no back-off, no error message kept.
+func TestPullGateAbandonedPullLeavesNoFailure(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	held := e.holdTheSlot(t)
+	podCtx, cancel := context.WithCancel(context.Background())
+	gone := e.ensure(podCtx, gatePod{name: "gone", image: "img:1"})
+	e.waitEvent(t, `to pull image "img:1"`)
+	cancel()
+	got := outcomeOf(t, gone)
+	require.Error(t, got.err)
+	assert.ErrorIs(t, got.err, ErrPullAbandoned)
+	assert.Empty(t, matching(e.events(), "Warning"), "no Warning event for an abandoned pull")
+	assert.False(t, e.backOff.IsInBackOffSinceUpdate("uid-gone_img:1", e.backOff.Clock.Now()), "no back-off for an abandoned pull")
+	_, kept := e.m.prevPullErrMsg.Load("uid-gone_img:1")
+	assert.False(t, kept, "no error message kept for an abandoned pull")
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+	assert.Equal(t, []string{"held:1"}, e.rt.startedPulls(), "the abandoned pull never reached the runtime")
+}
+
+// A pod that left before a pull of its image started gets no Pulling event.
+func TestPullGateNoEventsForAPodThatLeft(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	held := e.holdTheSlot(t)
+	podCtx, cancel := context.WithCancel(context.Background())
+	gone := e.ensure(podCtx, gatePod{name: "gone", image: "img:1"})
+	e.waitEvent(t, `to pull image "img:1"`)
+	stays := e.ensure(context.Background(), gatePod{name: "stays", image: "img:1"})
+	e.waitEvent(t, `to pull image "img:1"`)
+	cancel()
+	require.Error(t, outcomeOf(t, gone).err)
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+	e.rt.waitEntered(t, "img:1")
+	e.rt.finish("img:1")
+	require.NoError(t, outcomeOf(t, stays).err)
+	assert.Len(t, matching(e.events(), `Pulling image "img:1"`), 1, "one Pulling event, for the pod that stayed")
+}
+
+// When the pod that started a pull leaves, the pull goes on for the pods that wait
+// for it; when they have all left too, it is cancelled.
+func TestPullGateCancelsARunningPullOnlyWhenNobodyWaits(t *testing.T) {
+	e := newGateEnv(t, 2, 0, nil)
+	ownerCtx, ownerGone := context.WithCancel(context.Background())
+	owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "img:1"})
+	e.rt.waitEntered(t, "img:1")
+	waiterCtx, waiterGone := context.WithCancel(context.Background())
+	waiter := e.ensure(waiterCtx, gatePod{name: "waiter", image: "img:1"})
+	e.waitEvent(t, `Waiting for a pull of image "img:1"`)
+	ownerGone()
+	require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+	time.Sleep(50 * time.Millisecond)
+	e.rt.mu.Lock()
+	assert.Empty(t, e.rt.cancelled, "the pull goes on for the pod that waits for it")
+	e.rt.mu.Unlock()
+	waiterGone()
+	require.ErrorIs(t, outcomeOf(t, waiter).err, ErrPullAbandoned)
 	require.Eventually(t, func() bool {
-		v, _ := testutil.GetCounterMetricValue(pullGateDeduplicated)
-		return v == joined+1
-	}, 10*time.Second, time.Millisecond, "an Always pod joins a pull that still waits for its slot")
-	svc.finish("blocker")
-	require.NoError(t, result(t, blocker).err)
-	svc.waitEntered(t, "app")
-	// The pull of "app" runs now: an Always pod asks for a fresh resolution.
-	late := pullAsync(context.Background(), g, "app", nil, true)
-	waitQueued(t, 1)
-	svc.finish("app")
-	require.NoError(t, result(t, queuedA).err)
-	require.NoError(t, result(t, queuedB).err)
-	svc.waitEntered(t, "app")
-	require.NoError(t, result(t, late).err)
-	assert.Equal(t, []string{"blocker", "app", "app"}, svc.startedPulls())
+		e.rt.mu.Lock()
+		defer e.rt.mu.Unlock()
+		return len(e.rt.cancelled) == 1
+	}, 10*time.Second, time.Millisecond, "the pull is cancelled once nobody waits for it")
 }
 
-func TestPullGateQueueTimeout(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 1, 30*time.Millisecond)
-	before, _ := testutil.GetCounterMetricValue(pullGateQueueTimeouts)
-	running := pullAsync(context.Background(), g, "slow", nil, false)
-	svc.waitEntered(t, "slow")
-	r := result(t, pullAsync(context.Background(), g, "waiting", nil, false))
-	require.ErrorIs(t, r.err, ErrTooManyParallelPulls)
-	assert.Contains(t, r.err.Error(), "waited 30ms for one of 1 image pull slots")
-	after, _ := testutil.GetCounterMetricValue(pullGateQueueTimeouts)
-	assert.Equal(t, before+1, after)
-	svc.finish("slow")
-	require.NoError(t, result(t, running).err)
-	assert.Equal(t, []string{"slow"}, svc.startedPulls())
+// A waiter whose pull failed for the other pod pulls the image itself, at its place.
+func TestPullGateWaiterPullsItselfWhenTheOtherPullFailed(t *testing.T) {
+	e := newGateEnv(t, 2, 0, nil)
+	e.rt.err["img:1"] = errors.New("manifest unknown")
+	first := e.ensure(context.Background(), gatePod{name: "first", image: "img:1"})
+	e.rt.waitEntered(t, "img:1")
+	second := e.ensure(context.Background(), gatePod{name: "second", image: "img:1"})
+	e.waitEvent(t, `Waiting for a pull of image "img:1"`)
+	e.rt.finish("img:1")
+	require.ErrorIs(t, outcomeOf(t, first).err, ErrImagePull)
+	require.ErrorIs(t, outcomeOf(t, second).err, ErrImagePull)
+	assert.Len(t, e.rt.pullsOf("img:1"), 2, "the waiter tried the image itself")
+}
+
+func TestPullGateLimitsPulls(t *testing.T) {
+	e := newGateEnv(t, 2, 0, nil)
+	var pods []<-chan outcome
+	for i := range 5 {
+		pods = append(pods, e.ensure(context.Background(), gatePod{name: fmt.Sprintf("p%d", i), image: fmt.Sprintf("img-%d:1", i)}))
+	}
+	for range 2 {
+		<-e.rt.entered
+	}
+	e.rt.assertNothingEntered(t)
+	for i := range 5 {
+		e.rt.finish(fmt.Sprintf("img-%d:1", i))
+	}
+	for _, ch := range pods {
+		require.NoError(t, outcomeOf(t, ch).err)
+	}
+	assert.Equal(t, 2, e.rt.peak)
 }
 
 func TestPullGateDelegatedToTheRuntimeHoldsNothingBack(t *testing.T) {
-	svc := newGatedImageService()
-	g := newPullGate(svc, 1, time.Millisecond)
-	g.delegated.Store(true)
-	a := pullAsync(context.Background(), g, "a", nil, false)
-	b := pullAsync(context.Background(), g, "b", nil, false)
+	e := newGateEnv(t, 1, time.Millisecond, nil)
+	e.m.puller.(*pullGate).delegated.Store(true)
+	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
+	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
 	for range 2 {
 		select {
-		case <-svc.entered:
+		case <-e.rt.entered:
 		case <-time.After(10 * time.Second):
 			t.Fatal("with the runtime enforcing the limit, both pulls reach it at once")
 		}
 	}
-	svc.finish("a")
-	svc.finish("b")
-	require.NoError(t, result(t, a).err)
-	require.NoError(t, result(t, b).err)
-	assert.Equal(t, 2, svc.peak)
+	e.rt.finish("a:1")
+	e.rt.finish("b:1")
+	require.NoError(t, outcomeOf(t, a).err)
+	require.NoError(t, outcomeOf(t, b).err)
+	assert.Equal(t, 2, e.rt.peak)
 }
 
 func TestPullCancellationReachesOnlyThePullPath(t *testing.T) {
@@ -383,80 +566,45 @@ func TestPullCancellationReachesOnlyThePullPath(t *testing.T) {
 	assert.ErrorContains(t, context.Cause(pctx), "the pod is terminating")
 }
 
-func TestPullingMessage(t *testing.T) {
-	assert.Equal(t, `Pulling image "busybox"`, pullingMessage("busybox", pullStart{}, 3))
-	assert.Equal(t, `Pulling image "busybox" (waited 1.5s for one of 3 image pull slots)`, pullingMessage("busybox", pullStart{waited: 1500 * time.Millisecond}, 3))
-	assert.Equal(t, `Pulling image "busybox" (joined a pull of the same image started for another pod)`, pullingMessage("busybox", pullStart{waited: time.Second, joined: true}, 3))
+func TestPullGateMessages(t *testing.T) {
+	assert.Equal(t, `Pulling image "busybox"`, pullingMessage("busybox", 0, 3))
+	assert.Equal(t, `Pulling image "busybox" (waited 1.5s for one of 3 image pull slots)`, pullingMessage("busybox", 1500*time.Millisecond, 3))
+	assert.Equal(t, `Waiting for one of 3 image pull slots to pull image "busybox": 1 pull ahead in the queue`, queuedMessage("busybox", 1, 3))
+	assert.Equal(t, `Waiting for one of 3 image pull slots to pull image "busybox": 2 pulls ahead in the queue`, queuedMessage("busybox", 2, 3))
 }
 
-// TestImageManagerThroughThePullGate drives EnsureImageExists with the gate on: the
-// Pulling event says how long a pull waited, and a queue timeout fails with its own
-// reason and enters the back-off.
 func TestImageManagerThroughThePullGate(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
-	svc := newGatedImageService()
-	svc.ImageService = imageRefLookup{}
-	recorder := record.NewFakeRecorder(100)
-	backOff := flowcontrol.NewBackOff(time.Second, time.Minute)
-	timeRecorder := &mockPodPullingTimeRecorder{startedPullingRecorded: map[ktypes.UID]bool{}, finishedPullingRecorded: map[ktypes.UID]bool{}}
-	m := NewImageManager(recorder, &credentialprovider.BasicDockerKeyring{}, svc, &pullmanager.NoopImagePullManager{}, backOff,
-		false, ptr.To[int32](1), 100*time.Millisecond, 0, 0, timeRecorder)
-	pod := func(name string) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: ktypes.UID("uid-" + name)}}
-	}
-	ensure := func(p *v1.Pod, image string) (string, string, error) {
-		ref := &v1.ObjectReference{Kind: "Pod", Name: p.Name, Namespace: p.Namespace, UID: p.UID}
-		sandbox := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.UID)}}
-		return m.EnsureImageExists(context.Background(), ref, p, image, nil, sandbox, "", v1.PullIfNotPresent)
-	}
+	e := newGateEnv(t, 1, 100*time.Millisecond, nil)
+	held := e.holdTheSlot(t)
 
-	type outcome struct {
-		ref, msg string
-		err      error
-	}
-	first := make(chan outcome, 1)
-	go func() { r, msg, err := ensure(pod("first"), "slow:1"); first <- outcome{r, msg, err} }()
-	svc.waitEntered(t, "slow:1")
+	second := gatePod{name: "second", image: "other:1"}
+	got := outcomeOf(t, e.ensure(context.Background(), second))
+	require.ErrorIs(t, got.err, ErrTooManyParallelPulls)
+	assert.Contains(t, got.msg, "TooManyParallelImagePulls")
+	got = outcomeOf(t, e.ensure(context.Background(), second))
+	require.ErrorIs(t, got.err, ErrImagePullBackOff, "a timed-out pull backs off")
+	assert.Contains(t, got.msg, "TooManyParallelImagePulls")
 
-	_, msg, err := ensure(pod("second"), "other:1")
-	require.ErrorIs(t, err, ErrTooManyParallelPulls)
-	assert.Contains(t, msg, "TooManyParallelImagePulls")
-	_, msg, err = ensure(pod("second"), "other:1")
-	require.ErrorIs(t, err, ErrImagePullBackOff, "a timed-out pull backs off")
-	assert.Contains(t, msg, "TooManyParallelImagePulls")
-
-	waiting := make(chan outcome, 1)
-	go func() { r, msg, err := ensure(pod("third"), "third:1"); waiting <- outcome{r, msg, err} }()
-	waitQueued(t, 1)
+	third := e.ensure(context.Background(), gatePod{name: "third", image: "third:1"})
+	e.waitEvent(t, `to pull image "third:1"`)
 	time.Sleep(5 * time.Millisecond) // so that the Pulling event has a wait to report
-	svc.finish("slow:1")
-	require.NoError(t, (<-first).err)
-	svc.waitEntered(t, "third:1")
-	svc.finish("third:1")
-	require.NoError(t, (<-waiting).err)
+	e.rt.finish("held:1")
+	require.NoError(t, outcomeOf(t, held).err)
+	e.rt.waitEntered(t, "third:1")
+	e.rt.finish("third:1")
+	require.NoError(t, outcomeOf(t, third).err)
 
-	var events []string
-	for len(recorder.Events) > 0 {
-		events = append(events, <-recorder.Events)
-	}
-	all := strings.Join(events, "\n")
+	all := strings.Join(e.events(), "\n")
 	assert.Contains(t, all, "Warning TooManyParallelImagePulls Failed to pull image \"other:1\"")
 	assert.Regexp(t, `Normal Pulling Pulling image "third:1" \(waited [0-9.]+m?s for one of 1 image pull slots\)`, all)
-	assert.Contains(t, all, `Normal Pulling Pulling image "slow:1"`)
-}
-
-// imageRefLookup answers GetImageRef: no image is present yet.
-type imageRefLookup struct{ kubecontainer.ImageService }
-
-func (imageRefLookup) GetImageRef(context.Context, kubecontainer.ImageSpec) (string, error) {
-	return "", nil
 }
 
 // TestUpstreamImageManagerTestsThroughThePullGate runs the image manager's own tests
 // with KubeletImagePullGate enabled: the gate keeps their behaviour. One is left
-// out: TestParallelPodPullingTimeRecorderWithErr counts two runtime pulls for two
-// pods that pull one image at once, which the gate deduplicates by design;
-// TestPullGateSharedPullErrorReachesEveryPod covers that case with the gate.
+// out: TestParallelPodPullingTimeRecorderWithErr asserts two runtime pulls for two
+// pods that pull one image at once, where with the gate the second pod waits for
+// the first pod's pull and checks the image again;
+// TestPullGatePodPullingTimeRecorder covers what it asserts with the gate.
 func TestUpstreamImageManagerTestsThroughThePullGate(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
 	for name, test := range map[string]func(*testing.T){
@@ -474,56 +622,53 @@ func TestUpstreamImageManagerTestsThroughThePullGate(t *testing.T) {
 	}
 }
 
-// TestPullGateSharedPullErrorReachesEveryPod: pods that share a pull share its
-// error, each with its own pull-time recording and back-off.
-func TestPullGateSharedPullErrorReachesEveryPod(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
-	svc := newGatedImageService()
-	svc.ImageService = imageRefLookup{}
-	svc.err["broken:1"] = errors.New("manifest unknown")
-	timeRecorder := &mockPodPullingTimeRecorder{startedPullingRecorded: map[ktypes.UID]bool{}, finishedPullingRecorded: map[ktypes.UID]bool{}}
-	m := NewImageManager(record.NewFakeRecorder(100), &credentialprovider.BasicDockerKeyring{}, svc, &pullmanager.NoopImagePullManager{},
-		flowcontrol.NewBackOff(time.Second, time.Minute), false, ptr.To[int32](2), 0, 0, 0, timeRecorder)
-	errs := make(chan error, 2)
-	for _, name := range []string{"a", "b"} {
-		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: ktypes.UID(name)}}
-		sandbox := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: name}}
-		go func() {
-			_, _, err := m.EnsureImageExists(context.Background(), nil, p, "broken:1", nil, sandbox, "", v1.PullIfNotPresent)
-			errs <- err
-		}()
-	}
-	svc.waitEntered(t, "broken:1")
-	require.Eventually(t, func() bool {
-		timeRecorder.Lock()
-		defer timeRecorder.Unlock()
-		return timeRecorder.startedPullingRecorded["a"] && timeRecorder.startedPullingRecorded["b"]
-	}, 10*time.Second, time.Millisecond)
-	svc.finish("broken:1")
-	for range 2 {
-		require.ErrorIs(t, <-errs, ErrImagePull)
-	}
-	assert.Equal(t, []string{"broken:1"}, svc.startedPulls(), "one runtime pull for both pods")
-	assert.False(t, timeRecorder.finishedPullingRecorded["a"])
-	assert.False(t, timeRecorder.finishedPullingRecorded["b"])
-}
-
 func TestHandOffPullLimit(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
-	m := NewImageManager(record.NewFakeRecorder(10), &credentialprovider.BasicDockerKeyring{}, newGatedImageService(), &pullmanager.NoopImagePullManager{},
-		flowcontrol.NewBackOff(time.Second, time.Minute), false, ptr.To[int32](3), 0, 0, 0, nil).(*imageManager)
-	gate := m.puller.(*pullGate)
+	e := newGateEnv(t, 3, 0, nil)
+	gate := e.m.puller.(*pullGate)
 	var sent []int32
 	send := func(limit int32) error { sent = append(sent, limit); return nil }
 
-	m.HandOffPullLimit(context.Background(), false, send)
+	e.m.HandOffPullLimit(context.Background(), false, send)
 	assert.Empty(t, sent, "nothing to hand to a runtime that does not enforce the limit")
-	m.HandOffPullLimit(context.Background(), true, func(int32) error { return errors.New("unimplemented") })
+	e.m.HandOffPullLimit(context.Background(), true, func(int32) error { return errors.New("unimplemented") })
 	assert.False(t, gate.delegated.Load(), "the kubelet keeps limiting when the runtime refuses the limit")
-	m.HandOffPullLimit(context.Background(), true, send)
-	m.HandOffPullLimit(context.Background(), true, send)
+	e.m.HandOffPullLimit(context.Background(), true, send)
+	e.m.HandOffPullLimit(context.Background(), true, send)
 	assert.Equal(t, []int32{3}, sent, "the limit is sent once")
 	assert.True(t, gate.delegated.Load())
-	m.HandOffPullLimit(context.Background(), false, send)
+	e.m.HandOffPullLimit(context.Background(), false, send)
 	assert.False(t, gate.delegated.Load(), "a runtime that stops enforcing gives the limit back")
+}
+
+// TestPullGatePodPullingTimeRecorder is TestParallelPodPullingTimeRecorderWithErr with
+// the gate: two pods pull one image at once, the first pull fails, and the second
+// pod, which waited for it, pulls the image itself; both recordings start, and
+// finish once each pod has its image.
+func TestPullGatePodPullingTimeRecorder(t *testing.T) {
+	e := newGateEnv(t, 2, 0, nil)
+	e.rt.err["img:1"] = errors.New("pull image error")
+	first := e.ensure(context.Background(), gatePod{name: "first", image: "img:1"})
+	e.rt.waitEntered(t, "img:1")
+	second := e.ensure(context.Background(), gatePod{name: "second", image: "img:1"})
+	e.waitEvent(t, `Waiting for a pull of image "img:1"`)
+	e.times.Lock()
+	assert.True(t, e.times.startedPullingRecorded["uid-first"])
+	assert.True(t, e.times.startedPullingRecorded["uid-second"])
+	e.times.Unlock()
+	e.rt.finish("img:1")
+	require.ErrorIs(t, outcomeOf(t, first).err, ErrImagePull)
+	require.ErrorIs(t, outcomeOf(t, second).err, ErrImagePull)
+	assert.False(t, e.times.finishedPullingRecorded["uid-first"])
+	assert.False(t, e.times.finishedPullingRecorded["uid-second"])
+
+	e.rt.mu.Lock()
+	delete(e.rt.err, "img:1")
+	e.rt.mu.Unlock()
+	e.backOff.Reset("uid-first_img:1")
+	e.backOff.Reset("uid-second_img:1")
+	require.NoError(t, outcomeOf(t, e.ensure(context.Background(), gatePod{name: "first", image: "img:1"})).err)
+	require.NoError(t, outcomeOf(t, e.ensure(context.Background(), gatePod{name: "second", image: "img:1"})).err)
+	assert.Len(t, e.rt.pullsOf("img:1"), 3, "two failed pulls, one that succeeded; the second pod found the image present")
+	assert.True(t, e.times.finishedPullingRecorded["uid-first"])
+	assert.True(t, e.times.finishedPullingRecorded["uid-second"])
 }

@@ -18,6 +18,7 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,4 +46,12 @@ func (m *kubeGenericRuntimeManager) handOffImagePullLimit(ctx context.Context, r
 			ImagePullConfig: &runtimeapi.ImagePullConfig{MaxParallelImagePulls: limit},
 		})
 	})
+}
+
+// pullAbandoned tells a container start that failed because its image pull was
+// abandoned (KubeletImagePullGate): the pod is terminating and no longer waits for
+// the image. Nothing failed, so the start leaves no failure behind: no event, no
+// start error in the pod's status or metrics.
+func pullAbandoned(err error) bool {
+	return errors.Is(err, images.ErrPullAbandoned)
 }

@@ -17,6 +17,9 @@ limitations under the License.
 package kuberuntime
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -33,6 +38,7 @@ import (
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	"k8s.io/kubernetes/pkg/features"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images"
 	imagepullmanager "k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
 	"k8s.io/kubernetes/test/utils/ktesting"
@@ -101,5 +107,40 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 2, updates())
 		})
+	}
+}
+
+// abandoningImageManager abandons every pull: its pod is terminating.
+type abandoningImageManager struct{ images.ImageManager }
+
+func (abandoningImageManager) EnsureImageExists(_ context.Context, _ *v1.ObjectReference, _ *v1.Pod, image string, _ []v1.Secret, _ *runtimeapi.PodSandboxConfig, _ string, _ v1.PullPolicy) (string, string, error) {
+	err := fmt.Errorf("%w: %q: the pod is terminating: %w", images.ErrPullAbandoned, image, context.Canceled)
+	return "", err.Error(), err
+}
+
+// TestAbandonedImagePullLeavesNoFailure: a container whose image pull was abandoned
+// because its pod is terminating gets no Warning event and no failed start, which
+// would otherwise reach the pod's status through the reason cache.
+func TestAbandonedImagePullLeavesNoFailure(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	fakeRuntime, _, m, err := createTestRuntimeManager(tCtx)
+	require.NoError(t, err)
+	recorder := record.NewFakeRecorder(10)
+	m.recorder = recorder
+	m.imagePuller = abandoningImageManager{}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{UID: "12345678", Name: "foo", Namespace: "new"},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox", ImagePullPolicy: v1.PullIfNotPresent}}},
+	}
+	result := m.SyncPod(tCtx, pod, &kubecontainer.PodStatus{}, nil, flowcontrol.NewBackOff(time.Second, time.Minute), false)
+	for _, r := range result.SyncResults {
+		if r.Action == kubecontainer.StartContainer {
+			assert.NoError(t, r.Error, "the start of container %v", r.Target)
+		}
+	}
+	assert.Empty(t, fakeRuntime.Containers, "no container without its image")
+	close(recorder.Events)
+	for event := range recorder.Events {
+		assert.False(t, strings.HasPrefix(event, v1.EventTypeWarning), "event %q", event)
 	}
 }
