@@ -29,6 +29,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
+	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
 )
 
 // pullGate is the node-wide queue image pulls pass when the KubeletImagePullGate
@@ -224,7 +225,7 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			t.waiting = nil
 			g.mu.Unlock()
 			if ref, ok := r.recheck(ctx); ok {
-				pullGateDeduplicated.Inc()
+				kubeletmetrics.ImagePullQueuePullsAvoided.Inc()
 				return gateResult{pullResult: pullResult{imageRef: ref}, present: true}
 			}
 			g.mu.Lock()
@@ -252,7 +253,7 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 				return g.abandon(ctx, r.spec)
 			case <-timeout:
 				g.keepPlace(r.pod, t)
-				pullGateQueueTimeouts.Inc()
+				kubeletmetrics.ImagePullQueueTimeoutsTotal.Inc()
 				return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: waited %v for one of %d image pull slots (imagePullQueueTimeout)", ErrTooManyParallelPulls, g.queueTimeout, g.limit)}}
 			}
 			waitedForSlot += time.Since(start)
@@ -281,7 +282,7 @@ func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pu
 	}
 	i, _ := slices.BinarySearchFunc(g.queue, t.arrival, func(q *pullTicket, a uint64) int { return cmpUint64(q.arrival, a) })
 	g.queue = slices.Insert(g.queue, i, t)
-	pullGateQueued.Inc()
+	kubeletmetrics.ImagePullQueueLength.Inc()
 	g.dispatchLocked()
 	return t
 }
@@ -346,7 +347,7 @@ func (g *pullGate) leaveQueue(t *pullTicket) {
 		return
 	}
 	g.queue = slices.Delete(g.queue, i, i+1)
-	pullGateQueued.Dec()
+	kubeletmetrics.ImagePullQueueLength.Dec()
 	if t.waiting != nil {
 		g.loseInterestLocked(t.waiting)
 		t.waiting = nil
@@ -378,7 +379,7 @@ func (g *pullGate) loseInterestLocked(p *runningPull) {
 }
 
 func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) gateResult {
-	pullGateCancelledWaits.Inc()
+	kubeletmetrics.ImagePullQueueAbandoned.Inc()
 	return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: %q: %w", ErrPullAbandoned, spec.Image, context.Cause(ctx))}}
 }
 
@@ -393,7 +394,7 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 	g.mu.Lock()
 	if i := slices.Index(g.queue, t); i >= 0 {
 		g.queue = slices.Delete(g.queue, i, i+1)
-		pullGateQueued.Dec()
+		kubeletmetrics.ImagePullQueueLength.Dec()
 	}
 	held := t.held
 	t.held = false
@@ -407,7 +408,7 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		}
 	}
 	g.mu.Unlock()
-	pullGateSlotWait.Observe(waited.Seconds())
+	kubeletmetrics.ImagePullQueueWaitDuration.Observe(waited.Seconds())
 	if r.events.started != nil {
 		r.events.started(waited)
 	}
@@ -426,7 +427,7 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		})
 	}
 	go func() {
-		pullGateInFlight.Inc()
+		kubeletmetrics.ImagePullQueueRunningPulls.Inc()
 		startTime := time.Now()
 		imageRef, creds, err := g.imageService.PullImage(pctx, r.spec, r.credentials, r.podSandboxConfig)
 		var size uint64
@@ -434,7 +435,7 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 			// Getting the image size with best effort, ignoring the error.
 			size, _ = g.imageService.GetImageSize(pctx, r.spec)
 		}
-		pullGateInFlight.Dec()
+		kubeletmetrics.ImagePullQueueRunningPulls.Dec()
 		g.mu.Lock()
 		if held {
 			g.used--

@@ -20,6 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -35,11 +38,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/component-base/metrics/legacyregistry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	"k8s.io/kubernetes/pkg/features"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
+	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
 )
 
 // fakeImageRuntime is an image service whose pulls block until released. It
@@ -671,4 +676,49 @@ func TestPullGatePodPullingTimeRecorder(t *testing.T) {
 	assert.Len(t, e.rt.pullsOf("img:1"), 3, "two failed pulls, one that succeeded; the second pod found the image present")
 	assert.True(t, e.times.finishedPullingRecorded["uid-first"])
 	assert.True(t, e.times.finishedPullingRecorded["uid-second"])
+}
+
+const pullQueueMetricsGateEnv = "PULL_QUEUE_METRICS_GATE"
+
+// TestPullQueueMetricsOnlyWithTheGate: the kubelet's /metrics has the image pull
+// queue's metrics with KubeletImagePullGate enabled, and is upstream's with it
+// disabled. Each case runs in a process of its own, as a kubelet does: metrics
+// register once per process.
+func TestPullQueueMetricsOnlyWithTheGate(t *testing.T) {
+	if gate := os.Getenv(pullQueueMetricsGateEnv); gate != "" {
+		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, gate == "true")
+		NewImageManager(record.NewFakeRecorder(1), &credentialprovider.BasicDockerKeyring{}, newFakeImageRuntime(), &pullmanager.NoopImagePullManager{},
+			flowcontrol.NewBackOff(time.Second, time.Minute), false, nil, 0, 0, 0, nil)
+		kubeletmetrics.Register()
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		require.NoError(t, err)
+		var names []string
+		for _, f := range families {
+			if strings.HasPrefix(f.GetName(), "kubelet_image_pull_") && f.GetName() != "kubelet_image_pull_duration_seconds" {
+				names = append(names, f.GetName())
+			}
+		}
+		fmt.Printf("registered: [%s]\n", strings.Join(names, " "))
+		return
+	}
+	registered := regexp.MustCompile(`registered: \[(.*)\]`)
+	for gate, want := range map[string][]string{
+		"true": {
+			"kubelet_image_pull_queue_abandoned_total",
+			"kubelet_image_pull_queue_length",
+			"kubelet_image_pull_queue_pulls_avoided_total",
+			"kubelet_image_pull_queue_running_pulls",
+			"kubelet_image_pull_queue_timeouts_total",
+			"kubelet_image_pull_queue_wait_duration_seconds",
+		},
+		"false": nil,
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPullQueueMetricsOnlyWithTheGate$", "-test.v")
+		cmd.Env = append(os.Environ(), pullQueueMetricsGateEnv+"="+gate)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		m := registered.FindSubmatch(out)
+		require.NotNil(t, m, "%s", out)
+		assert.ElementsMatch(t, want, strings.Fields(string(m[1])), "KubeletImagePullGate=%s", gate)
+	}
 }
