@@ -50,6 +50,7 @@ type pullGate struct {
 	// delegated is set when the runtime enforces the limit itself: the gate then
 	// still orders, deduplicates and cancels, but no longer holds pulls back.
 	delegated    atomic.Bool
+	handOff      handOff
 	queueTimeout time.Duration
 
 	mu sync.Mutex
@@ -262,6 +263,18 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			}
 		}
 	}
+}
+
+// setDelegated records whether the runtime enforces the limit, handing the slots
+// out at once when it starts to; it says whether that changed.
+func (g *pullGate) setDelegated(delegated bool) bool {
+	if g.delegated.Swap(delegated) == delegated {
+		return false
+	}
+	g.mu.Lock()
+	g.dispatchLocked()
+	g.mu.Unlock()
+	return true
 }
 
 // enqueueLocked gives the pull its place: the one it kept, if its pod comes back

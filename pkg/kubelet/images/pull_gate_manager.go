@@ -19,6 +19,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -175,33 +176,62 @@ func pullingMessage(image string, waited time.Duration, slots int64) string {
 // PullLimitHandOff is implemented by an image manager whose limit of parallel pulls
 // a container runtime can take over (KubeletImagePullGate).
 type PullLimitHandOff interface {
-	// HandOffPullLimit follows what the runtime advertises: when it enforces pull
-	// concurrency, send gives it the kubelet's limit and the kubelet stops limiting
-	// pulls itself; when it no longer does, the kubelet limits them again.
-	HandOffPullLimit(ctx context.Context, runtimeEnforces bool, send func(maxParallelImagePulls int32) error)
+	// HandOffPullLimit follows the runtime's status: whether it enforces pull
+	// concurrency, and the limit it reports it enforces (nil: none). The kubelet
+	// stops limiting pulls itself only while the runtime reports the kubelet's
+	// limit; otherwise it limits them and, if the runtime enforces, sends it the
+	// limit again.
+	HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(maxParallelImagePulls int32) error)
 }
 
 var _ PullLimitHandOff = &imageManager{}
 
+// handOffErrorInterval is the least time between two logs of the same failure to
+// hand the limit to the runtime; the kubelet tries again on every status poll.
+const handOffErrorInterval = 5 * time.Minute
+
+// handOff is the state of the hand-off of the pull limit to the runtime.
+type handOff struct {
+	mu          sync.Mutex
+	lastErr     string
+	lastErrTime time.Time
+}
+
 // HandOffPullLimit implements PullLimitHandOff.
-func (m *imageManager) HandOffPullLimit(ctx context.Context, runtimeEnforces bool, send func(int32) error) {
+func (m *imageManager) HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(int32) error) {
 	gate, ok := m.puller.(*pullGate)
-	if !ok || gate.delegated.Load() == runtimeEnforces {
+	if !ok {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	if !runtimeEnforces {
-		gate.delegated.Store(false)
-		logger.Info("The container runtime no longer enforces the limit of parallel image pulls; the kubelet limits them again", "maxParallelImagePulls", gate.limit)
+	delegate := runtimeEnforces && runtimeLimit != nil && int64(*runtimeLimit) == gate.limit
+	if gate.setDelegated(delegate) {
+		if delegate {
+			logger.Info("The container runtime enforces the limit of parallel image pulls from now on", "maxParallelImagePulls", gate.limit)
+		} else {
+			logger.Info("The container runtime no longer enforces the kubelet's limit of parallel image pulls; the kubelet limits them again", "maxParallelImagePulls", gate.limit, "runtimeEnforces", runtimeEnforces)
+		}
+	}
+	if delegate || !runtimeEnforces {
 		return
 	}
 	if err := send(int32(gate.limit)); err != nil {
-		logger.Error(err, "Failed to hand the limit of parallel image pulls to the container runtime; the kubelet keeps limiting them", "maxParallelImagePulls", gate.limit)
+		if gate.handOff.shouldLog(err, time.Now()) {
+			logger.Error(err, "Failed to hand the limit of parallel image pulls to the container runtime; the kubelet keeps limiting them and tries again", "maxParallelImagePulls", gate.limit)
+		}
 		return
 	}
-	gate.delegated.Store(true)
-	gate.mu.Lock()
-	gate.dispatchLocked()
-	gate.mu.Unlock()
-	logger.Info("The container runtime enforces the limit of parallel image pulls from now on", "maxParallelImagePulls", gate.limit)
+	logger.V(2).Info("Sent the limit of parallel image pulls to the container runtime; the kubelet limits pulls until the runtime reports it", "maxParallelImagePulls", gate.limit)
+}
+
+// shouldLog says whether a failure to hand the limit over is logged: a new error,
+// or the same one handOffErrorInterval after it was last logged.
+func (h *handOff) shouldLog(err error, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err.Error() == h.lastErr && now.Sub(h.lastErrTime) < handOffErrorInterval {
+		return false
+	}
+	h.lastErr, h.lastErrTime = err.Error(), now
+	return true
 }

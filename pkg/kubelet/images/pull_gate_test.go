@@ -45,6 +45,7 @@ import (
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
 	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
+	"k8s.io/utils/ptr"
 )
 
 // fakeImageRuntime is an image service whose pulls block until released. It
@@ -632,17 +633,38 @@ func TestHandOffPullLimit(t *testing.T) {
 	gate := e.m.puller.(*pullGate)
 	var sent []int32
 	send := func(limit int32) error { sent = append(sent, limit); return nil }
+	ctx := context.Background()
 
-	e.m.HandOffPullLimit(context.Background(), false, send)
+	e.m.HandOffPullLimit(ctx, false, nil, send)
 	assert.Empty(t, sent, "nothing to hand to a runtime that does not enforce the limit")
-	e.m.HandOffPullLimit(context.Background(), true, func(int32) error { return errors.New("unimplemented") })
+	e.m.HandOffPullLimit(ctx, true, nil, func(int32) error { return errors.New("unimplemented") })
 	assert.False(t, gate.delegated.Load(), "the kubelet keeps limiting when the runtime refuses the limit")
-	e.m.HandOffPullLimit(context.Background(), true, send)
-	e.m.HandOffPullLimit(context.Background(), true, send)
-	assert.Equal(t, []int32{3}, sent, "the limit is sent once")
-	assert.True(t, gate.delegated.Load())
-	e.m.HandOffPullLimit(context.Background(), false, send)
+	e.m.HandOffPullLimit(ctx, true, nil, send)
+	assert.Equal(t, []int32{3}, sent)
+	assert.False(t, gate.delegated.Load(), "the kubelet limits pulls until the runtime reports the limit")
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send)
+	assert.True(t, gate.delegated.Load(), "the runtime reports the kubelet's limit")
+	assert.Equal(t, []int32{3}, sent, "nothing to send while the runtime reports the limit")
+	e.m.HandOffPullLimit(ctx, true, nil, send)
+	assert.False(t, gate.delegated.Load(), "a restarted runtime reports no limit")
+	assert.Equal(t, []int32{3, 3}, sent, "and gets it again")
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](5), send)
+	assert.False(t, gate.delegated.Load(), "a runtime that enforces another limit")
+	assert.Equal(t, []int32{3, 3, 3}, sent, "gets the kubelet's")
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send)
+	e.m.HandOffPullLimit(ctx, false, ptr.To[int32](3), send)
 	assert.False(t, gate.delegated.Load(), "a runtime that stops enforcing gives the limit back")
+}
+
+func TestHandOffErrorsAreRateLimited(t *testing.T) {
+	var h handOff
+	now := time.Now()
+	refused := errors.New("unimplemented")
+	assert.True(t, h.shouldLog(refused, now))
+	assert.False(t, h.shouldLog(refused, now.Add(5*time.Second)), "the same error on the next poll")
+	assert.True(t, h.shouldLog(errors.New("unavailable"), now.Add(10*time.Second)), "another error")
+	assert.True(t, h.shouldLog(refused, now.Add(11*time.Second)))
+	assert.True(t, h.shouldLog(refused, now.Add(11*time.Second+handOffErrorInterval)), "the same error after the interval")
 }
 
 // TestPullGatePodPullingTimeRecorder is TestParallelPodPullingTimeRecorderWithErr with

@@ -27,25 +27,40 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/images"
 )
 
-// handOffImagePullLimit gives the kubelet's limit of parallel image pulls to a runtime
-// that advertises it enforces one (KubeletImagePullGate), through
-// UpdateRuntimeConfig; the kubelet then stops limiting pulls itself. The kubelet polls
-// the runtime's status, so a runtime restarted without the feature gets the kubelet's
-// own limit back.
-func (m *kubeGenericRuntimeManager) handOffImagePullLimit(ctx context.Context, runtimeFeatures *kubecontainer.RuntimeFeatures) {
+// SyncImagePullLimit hands the kubelet's limit of parallel image pulls to a runtime
+// that advertises it enforces one (KubeletImagePullGate), following the runtime's
+// status on each of the kubelet's polls of it (updateRuntimeUp): the kubelet stops
+// limiting pulls itself only while the runtime reports the kubelet's limit back, and
+// sends the limit again whenever the runtime reports another or none, as after a
+// restart. A runtime that stops advertising the feature gets the kubelet's own
+// limit back.
+func SyncImagePullLimit(ctx context.Context, runtime kubecontainer.Runtime, status *kubecontainer.RuntimeStatus) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletImagePullGate) {
+		return
+	}
+	m, ok := runtime.(*kubeGenericRuntimeManager)
+	if !ok {
 		return
 	}
 	handOff, ok := m.imagePuller.(images.PullLimitHandOff)
 	if !ok {
 		return
 	}
-	enforces := runtimeFeatures != nil && runtimeFeatures.ImagePullConcurrency
-	handOff.HandOffPullLimit(ctx, enforces, func(limit int32) error {
+	enforces := status.Features != nil && status.Features.ImagePullConcurrency
+	handOff.HandOffPullLimit(ctx, enforces, status.ImagePullLimit, func(limit int32) error {
 		return m.runtimeService.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{
 			ImagePullConfig: &runtimeapi.ImagePullConfig{MaxParallelImagePulls: limit},
 		})
 	})
+}
+
+// reportedImagePullLimit is the limit of parallel image pulls the runtime reports
+// it enforces, nil when it reports none.
+func reportedImagePullLimit(resp *runtimeapi.StatusResponse) *int32 {
+	if c := resp.GetImagePullConfig(); c != nil {
+		return &c.MaxParallelImagePulls
+	}
+	return nil
 }
 
 // pullAbandoned tells a container start that failed because its image pull was

@@ -46,8 +46,11 @@ import (
 )
 
 // TestImagePullLimitHandOffThroughTheCRI drives the hand-off over gRPC with the fake
-// remote runtime: a runtime that advertises image_pull_concurrency receives the
-// kubelet's limit once through UpdateRuntimeConfig; one that does not never does.
+// remote runtime, polled as the kubelet polls it (Status, then SyncImagePullLimit):
+// a runtime that advertises image_pull_concurrency receives the kubelet's limit, and
+// the kubelet stops limiting pulls only once the runtime reports that limit back; a
+// runtime restarted (it reports no limit) receives it again; one that does not
+// advertise the feature never receives it.
 func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -75,10 +78,11 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			m.imagePuller = images.NewImageManager(&record.FakeRecorder{}, &credentialprovider.BasicDockerKeyring{}, m,
 				&imagepullmanager.NoopImagePullManager{}, flowcontrol.NewBackOff(time.Second, time.Minute),
 				false, ptr.To[int32](4), 0, 0, 0, &fakePodPullingTimeRecorder{})
-
-			for range 3 { // the kubelet polls the runtime's status
-				_, err := m.Status(tCtx)
+			poll := func() *kubecontainer.RuntimeStatus {
+				status, err := m.Status(tCtx)
 				require.NoError(t, err)
+				SyncImagePullLimit(tCtx, m, status)
+				return status
 			}
 			updates := func() int {
 				n := 0
@@ -89,22 +93,30 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 				}
 				return n
 			}
+
+			for range 3 {
+				poll()
+			}
 			if !tc.wantSent {
 				assert.Zero(t, updates(), "UpdateRuntimeConfig calls")
 				return
 			}
-			assert.Equal(t, 1, updates(), "the limit is handed over once")
-			require.NotNil(t, fake.RuntimeService.LastRuntimeConfig)
-			assert.Equal(t, int32(4), fake.RuntimeService.LastRuntimeConfig.GetImagePullConfig().GetMaxParallelImagePulls())
+			assert.Equal(t, 1, updates(), "the limit is sent until the runtime reports it")
+			assert.Equal(t, ptr.To[int32](4), poll().ImagePullLimit, "the runtime reports the limit it received")
 
-			// A runtime restarted without the feature gets the kubelet's own limit back;
-			// when it advertises the feature again, it receives the limit again.
+			// A restarted runtime reports no limit: the kubelet sends it again.
+			fake.RuntimeService.LastRuntimeConfig = nil
+			assert.Nil(t, poll().ImagePullLimit)
+			assert.Equal(t, 2, updates(), "the limit is sent again after a restart")
+			poll()
+			assert.Equal(t, 2, updates())
+
+			// A runtime without the feature gets the kubelet's own limit back; when it
+			// advertises the feature again, the limit it reports is taken as it is.
 			fake.RuntimeService.FakeFeatures = nil
-			_, err = m.Status(tCtx)
-			require.NoError(t, err)
+			poll()
 			fake.RuntimeService.FakeFeatures = &runtimeapi.RuntimeFeatures{ImagePullConcurrency: true}
-			_, err = m.Status(tCtx)
-			require.NoError(t, err)
+			poll()
 			assert.Equal(t, 2, updates())
 		})
 	}
