@@ -52,10 +52,15 @@ type pullGate struct {
 	delegated    atomic.Bool
 	handOff      handOff
 	queueTimeout time.Duration
+	// detachAbandoned lets a running pull no pod waits for finish without its
+	// slot, instead of cancelling it (abandonedImagePullPolicy Detach).
+	detachAbandoned bool
 
 	mu sync.Mutex
 	// used is the number of slots held.
 	used int64
+	// detached is the number of running pulls no pod waits for.
+	detached int64
 	// arrivals numbers the pulls in the order they arrive.
 	arrivals uint64
 	// queue holds the pulls waiting for a slot, by arrival.
@@ -107,7 +112,10 @@ type runningPull struct {
 	// done is closed once the pull ended and its owner recorded it (finish).
 	done chan struct{}
 	// Guarded by pullGate.mu.
-	interest int // the owner, if still there, and the pods waiting for the pull
+	interest int  // the owner, if still there, and the pods waiting for the pull
+	held     bool // the pull holds a slot
+	detached bool // nobody waits for the pull, which finishes without a slot
+	ended    bool // the runtime's PullImage returned
 }
 
 // pullRequest is one pod's request to pull one image.
@@ -160,13 +168,14 @@ var ErrTooManyParallelPulls = errors.New("TooManyParallelImagePulls")
 // leaves no failure behind (no Warning event, no back-off).
 var ErrPullAbandoned = errors.New("image pull abandoned")
 
-func newPullGate(imageService kubecontainer.ImageService, limit int32, queueTimeout time.Duration) *pullGate {
+func newPullGate(imageService kubecontainer.ImageService, limit int32, config PullGateConfig) *pullGate {
 	return &pullGate{
-		imageService: imageService,
-		limit:        max(int64(limit), 0),
-		queueTimeout: queueTimeout,
-		running:      map[imageKey]*runningPull{},
-		places:       map[placeKey]keptPlace{},
+		imageService:    imageService,
+		limit:           max(int64(limit), 0),
+		queueTimeout:    config.QueueTimeout,
+		detachAbandoned: config.DetachAbandonedPulls,
+		running:         map[imageKey]*runningPull{},
+		places:          map[placeKey]keptPlace{},
 	}
 }
 
@@ -383,11 +392,25 @@ func (g *pullGate) keepPlace(pod types.UID, t *pullTicket) {
 	g.places[placeKey{pod, t.key}] = keptPlace{arrival: t.arrival, until: time.Now().Add(placeKeptFor)}
 }
 
-// loseInterestLocked drops one waiter of p; the last one to go cancels the pull.
+// loseInterestLocked drops one waiter of p. When the last one goes, the pull is
+// cancelled, or, with detachAbandoned and fewer than limit pulls detached already,
+// detached: it hands its slot on and finishes, so that the bytes it fetched serve
+// the next pod that needs the image.
 func (g *pullGate) loseInterestLocked(p *runningPull) {
 	p.interest--
-	if p.interest == 0 {
+	if p.interest > 0 || p.ended || p.detached {
+		return
+	}
+	if !g.detachAbandoned || g.limit > 0 && g.detached >= g.limit {
 		p.cancel()
+		return
+	}
+	p.detached = true
+	g.detached++
+	if p.held {
+		p.held = false
+		g.used--
+		g.dispatchLocked()
 	}
 }
 
@@ -396,9 +419,9 @@ func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) ga
 	return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: %q: %w", ErrPullAbandoned, spec.Image, context.Cause(ctx))}}
 }
 
-// run pulls the image for the pod that holds ticket t. The pull runs detached from
-// the pod, so that pods that wait for it keep it alive when the pod goes; it is
-// cancelled when nobody waits for it any more.
+// run pulls the image for the pod that holds ticket t. The pull runs apart from the
+// pod, so that pods that wait for it keep it alive when the pod goes; when nobody
+// waits for it any more, it is cancelled or detached (loseInterestLocked).
 func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited time.Duration) gateResult {
 	p := &runningPull{done: make(chan struct{}), interest: 1}
 	var pctx context.Context
@@ -409,8 +432,7 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		g.queue = slices.Delete(g.queue, i, i+1)
 		kubeletmetrics.ImagePullQueueLength.Dec()
 	}
-	held := t.held
-	t.held = false
+	p.held, t.held = t.held, false
 	if g.running[t.key] == nil {
 		g.running[t.key] = p
 		// Pulls of the same image in the queue wait for this one.
@@ -450,8 +472,13 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		}
 		kubeletmetrics.ImagePullQueueRunningPulls.Dec()
 		g.mu.Lock()
-		if held {
+		p.ended = true
+		if p.held {
+			p.held = false
 			g.used--
+		}
+		if p.detached {
+			g.detached--
 		}
 		g.dispatchLocked()
 		g.mu.Unlock()

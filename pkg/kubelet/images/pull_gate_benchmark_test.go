@@ -208,7 +208,7 @@ func BenchmarkPullGateBurst(b *testing.B) {
 		featuregatetesting.SetFeatureGateDuringTest(b, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, gate)
 		svc := &simImageService{link: newLink(200 * mib), latency: 5 * time.Millisecond, size: 4 * mib}
 		m := NewImageManager(&record.FakeRecorder{}, &credentialprovider.BasicDockerKeyring{}, svc, &pullmanager.NoopImagePullManager{},
-			flowcontrol.NewBackOff(time.Second, time.Minute), false, ptr.To[int32](3), 0, 0, 0, &mockPodPullingTimeRecorder{startedPullingRecorded: map[types.UID]bool{}, finishedPullingRecorded: map[types.UID]bool{}})
+			flowcontrol.NewBackOff(time.Second, time.Minute), false, ptr.To[int32](3), PullGateConfig{}, 0, 0, &mockPodPullingTimeRecorder{startedPullingRecorded: map[types.UID]bool{}, finishedPullingRecorded: map[types.UID]bool{}})
 		start := time.Now()
 		ensureAll(b, m, images)
 		return svc.pulls.Load(), time.Since(start)
@@ -294,7 +294,7 @@ func BenchmarkPullGateDeletedPodSlotReuse(b *testing.B) {
 	var upstream, gate time.Duration
 	for range b.N {
 		upstream += measure(func(s kubecontainer.ImageService) imagePuller { return newParallelImagePuller(s, ptr.To[int32](1)) })
-		gate += measure(func(s kubecontainer.ImageService) imagePuller { return newPullGate(s, 1, 0) })
+		gate += measure(func(s kubecontainer.ImageService) imagePuller { return newPullGate(s, 1, PullGateConfig{}) })
 	}
 	b.ReportMetric(upstream.Seconds()*1000/float64(b.N), "upstream-slot-reuse-ms")
 	b.ReportMetric(gate.Seconds()*1000/float64(b.N), "gate-slot-reuse-ms")
@@ -308,7 +308,7 @@ func BenchmarkPullGateOverhead(b *testing.B) {
 		puller func(kubecontainer.ImageService) imagePuller
 	}{
 		{"upstream", func(s kubecontainer.ImageService) imagePuller { return newParallelImagePuller(s, ptr.To[int32](3)) }},
-		{"gate", func(s kubecontainer.ImageService) imagePuller { return newPullGate(s, 3, 0) }},
+		{"gate", func(s kubecontainer.ImageService) imagePuller { return newPullGate(s, 3, PullGateConfig{}) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			p := tc.puller(&simImageService{})
@@ -346,7 +346,7 @@ func BenchmarkPullGateBandwidthBound(b *testing.B) {
 		pullAll(b, newParallelImagePuller(&simImageService{link: newLink(rate), latency: latency, size: size}, ptr.To[int32](3)), images)
 		upstream += time.Since(start)
 		start = time.Now()
-		pullAll(b, newPullGate(&simImageService{link: newLink(rate), latency: latency, size: size}, 3, 0), images)
+		pullAll(b, newPullGate(&simImageService{link: newLink(rate), latency: latency, size: size}, 3, PullGateConfig{}), images)
 		gate += time.Since(start)
 	}
 	n := float64(b.N)

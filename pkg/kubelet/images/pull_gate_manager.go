@@ -64,10 +64,21 @@ func pullContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
+// PullGateConfig configures the image pull gate (KubeletImagePullGate).
+type PullGateConfig struct {
+	// QueueTimeout is imagePullQueueTimeout: how long a pull may wait for a slot;
+	// 0 waits as long as it takes.
+	QueueTimeout time.Duration
+	// DetachAbandonedPulls is abandonedImagePullPolicy Detach: a running pull no
+	// pod waits for any more finishes without holding a slot, instead of being
+	// cancelled.
+	DetachAbandonedPulls bool
+}
+
 // newImagePuller returns the pull gate when the KubeletImagePullGate feature is
 // enabled (one slot with serialized pulls), upstream's serial or parallel puller
 // otherwise.
-func newImagePuller(imageService kubecontainer.ImageService, serialized bool, maxParallelImagePulls *int32, queueTimeout time.Duration) imagePuller {
+func newImagePuller(imageService kubecontainer.ImageService, serialized bool, maxParallelImagePulls *int32, config PullGateConfig) imagePuller {
 	if utilfeature.DefaultFeatureGate.Enabled(features.KubeletImagePullGate) {
 		limit := int32(0)
 		switch {
@@ -76,7 +87,7 @@ func newImagePuller(imageService kubecontainer.ImageService, serialized bool, ma
 		case maxParallelImagePulls != nil:
 			limit = *maxParallelImagePulls
 		}
-		return newPullGate(imageService, limit, queueTimeout)
+		return newPullGate(imageService, limit, config)
 	}
 	if serialized {
 		return newSerialImagePuller(imageService)

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,6 +198,10 @@ type gateEnv struct {
 }
 
 func newGateEnv(t *testing.T, limit int32, queueTimeout time.Duration, pullManager pullmanager.ImagePullManager) *gateEnv {
+	return newGateEnvWith(t, limit, PullGateConfig{QueueTimeout: queueTimeout}, pullManager)
+}
+
+func newGateEnvWith(t *testing.T, limit int32, config PullGateConfig, pullManager pullmanager.ImagePullManager) *gateEnv {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, true)
 	if pullManager == nil {
 		pullManager = &pullmanager.NoopImagePullManager{}
@@ -212,7 +217,7 @@ func newGateEnv(t *testing.T, limit int32, queueTimeout time.Duration, pullManag
 		maxParallel = &limit
 	}
 	e.m = NewImageManager(e.recorder, &credentialprovider.BasicDockerKeyring{}, e.rt, pullManager, e.backOff,
-		false, maxParallel, queueTimeout, 0, 0, e.times).(*imageManager)
+		false, maxParallel, config, 0, 0, e.times).(*imageManager)
 	return e
 }
 
@@ -474,7 +479,8 @@ func TestPullGateNoEventsForAPodThatLeft(t *testing.T) {
 }
 
 // When the pod that started a pull leaves, the pull goes on for the pods that wait
-// for it; when they have all left too, it is cancelled.
+// for it; when they have all left too, it is cancelled (abandonedImagePullPolicy
+// Cancel).
 func TestPullGateCancelsARunningPullOnlyWhenNobodyWaits(t *testing.T) {
 	e := newGateEnv(t, 2, 0, nil)
 	ownerCtx, ownerGone := context.WithCancel(context.Background())
@@ -496,6 +502,38 @@ func TestPullGateCancelsARunningPullOnlyWhenNobodyWaits(t *testing.T) {
 		defer e.rt.mu.Unlock()
 		return len(e.rt.cancelled) == 1
 	}, 10*time.Second, time.Millisecond, "the pull is cancelled once nobody waits for it")
+}
+
+// With abandonedImagePullPolicy Detach, a pull nobody waits for any more finishes
+// without its slot, and the image serves the next pod that needs it; beyond
+// maxParallelImagePulls detached pulls, an abandoned pull is cancelled.
+func TestPullGateDetachesAbandonedPulls(t *testing.T) {
+	e := newGateEnvWith(t, 1, PullGateConfig{DetachAbandonedPulls: true}, nil)
+	ownerCtx, ownerGone := context.WithCancel(context.Background())
+	owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "big:1"})
+	e.rt.waitEntered(t, "big:1")
+	ownerGone()
+	require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+
+	secondCtx, secondGone := context.WithCancel(context.Background())
+	second := e.ensure(secondCtx, gatePod{name: "second", image: "other:1"})
+	e.rt.waitEntered(t, "other:1") // the detached pull handed its slot on
+	secondGone()
+	require.ErrorIs(t, outcomeOf(t, second).err, ErrPullAbandoned)
+	require.Eventually(t, func() bool {
+		e.rt.mu.Lock()
+		defer e.rt.mu.Unlock()
+		return slices.Equal(e.rt.cancelled, []string{"other:1"})
+	}, 10*time.Second, time.Millisecond, "one detached pull at most with maxParallelImagePulls 1: the second is cancelled")
+
+	e.rt.finish("big:1")
+	require.Eventually(t, func() bool {
+		ref, _ := e.rt.GetImageRef(context.Background(), kubecontainer.ImageSpec{Image: "big:1"})
+		return ref != ""
+	}, 10*time.Second, time.Millisecond, "the detached pull finished")
+	got := outcomeOf(t, e.ensure(context.Background(), gatePod{name: "later", image: "big:1"}))
+	require.NoError(t, got.err)
+	assert.Len(t, e.rt.pullsOf("big:1"), 1, "the later pod found the image the detached pull fetched")
 }
 
 // A waiter whose pull failed for the other pod pulls the image itself, at its place.
@@ -710,7 +748,7 @@ func TestPullQueueMetricsOnlyWithTheGate(t *testing.T) {
 	if gate := os.Getenv(pullQueueMetricsGateEnv); gate != "" {
 		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, gate == "true")
 		NewImageManager(record.NewFakeRecorder(1), &credentialprovider.BasicDockerKeyring{}, newFakeImageRuntime(), &pullmanager.NoopImagePullManager{},
-			flowcontrol.NewBackOff(time.Second, time.Minute), false, nil, 0, 0, 0, nil)
+			flowcontrol.NewBackOff(time.Second, time.Minute), false, nil, PullGateConfig{}, 0, 0, nil)
 		kubeletmetrics.Register()
 		families, err := legacyregistry.DefaultGatherer.Gather()
 		require.NoError(t, err)

@@ -77,7 +77,7 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			m := &kubeGenericRuntimeManager{runtimeService: runtimeService}
 			m.imagePuller = images.NewImageManager(&record.FakeRecorder{}, &credentialprovider.BasicDockerKeyring{}, m,
 				&imagepullmanager.NoopImagePullManager{}, flowcontrol.NewBackOff(time.Second, time.Minute),
-				false, ptr.To[int32](4), 0, 0, 0, &fakePodPullingTimeRecorder{})
+				false, ptr.To[int32](4), images.PullGateConfig{}, 0, 0, &fakePodPullingTimeRecorder{})
 			poll := func() *kubecontainer.RuntimeStatus {
 				status, err := m.Status(tCtx)
 				require.NoError(t, err)

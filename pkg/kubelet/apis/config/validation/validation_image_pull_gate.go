@@ -41,3 +41,18 @@ func validateImagePullQueueTimeout(kc *kubeletconfig.KubeletConfiguration, featu
 	}
 	return nil
 }
+
+// validateAbandonedImagePullPolicy checks abandonedImagePullPolicy: Cancel or
+// Detach, and set only with the KubeletImagePullGate feature.
+func validateAbandonedImagePullPolicy(kc *kubeletconfig.KubeletConfiguration, featureGate featuregate.FeatureGate) []error {
+	policy := kc.AbandonedImagePullPolicy
+	switch {
+	case policy == "":
+		return nil
+	case !featureGate.Enabled(features.KubeletImagePullGate):
+		return []error{fmt.Errorf("invalid configuration: abandonedImagePullPolicy %q requires the feature gate KubeletImagePullGate", policy)}
+	case policy != kubeletconfig.CancelAbandonedImagePulls && policy != kubeletconfig.DetachAbandonedImagePulls:
+		return []error{fmt.Errorf("invalid configuration: abandonedImagePullPolicy %q must be %q or %q", policy, kubeletconfig.CancelAbandonedImagePulls, kubeletconfig.DetachAbandonedImagePulls)}
+	}
+	return nil
+}

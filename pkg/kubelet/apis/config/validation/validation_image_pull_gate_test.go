@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	"k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
 	"k8s.io/utils/ptr"
 )
@@ -55,6 +56,38 @@ func TestValidateImagePullQueueTimeout(t *testing.T) {
 			conf.ImagePullQueueTimeout = metav1.Duration{Duration: tc.timeout}
 			conf.SerializeImagePulls = tc.serialize
 			conf.MaxParallelImagePulls = tc.maxParallel
+			err := validation.ValidateKubeletConfiguration(conf, featureGate)
+			switch {
+			case tc.errMsg == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.errMsg != "" && (err == nil || err.Error() != tc.errMsg):
+				t.Errorf("got %v, want %q", err, tc.errMsg)
+			}
+		})
+	}
+}
+
+func TestValidateAbandonedImagePullPolicy(t *testing.T) {
+	featureGate := utilfeature.DefaultFeatureGate.DeepCopy()
+	logsapi.AddFeatureGates(featureGate)
+	for _, tc := range []struct {
+		name   string
+		policy kubeletconfig.AbandonedImagePullPolicy
+		gate   bool
+		errMsg string
+	}{
+		{name: "unset without the gate, as upstream"},
+		{name: "Detach", policy: kubeletconfig.DetachAbandonedImagePulls, gate: true},
+		{name: "Cancel", policy: kubeletconfig.CancelAbandonedImagePulls, gate: true},
+		{name: "unknown", policy: "Keep", gate: true,
+			errMsg: `invalid configuration: abandonedImagePullPolicy "Keep" must be "Cancel" or "Detach"`},
+		{name: "without the gate", policy: kubeletconfig.CancelAbandonedImagePulls,
+			errMsg: `invalid configuration: abandonedImagePullPolicy "Cancel" requires the feature gate KubeletImagePullGate`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := successConfig.DeepCopy()
+			conf.FeatureGates = map[string]bool{"KubeletImagePullGate": tc.gate}
+			conf.AbandonedImagePullPolicy = tc.policy
 			err := validation.ValidateKubeletConfiguration(conf, featureGate)
 			switch {
 			case tc.errMsg == "" && err != nil:
