@@ -161,6 +161,25 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		}
 		gomega.Expect(queued).NotTo(gomega.BeEmpty(), "with %d pods at once, some pulls wait for a slot (maxParallelImagePulls must be below %d)", n, n)
 
+		ginkgo.By("checking that every pod whose pull waits was told its place in the queue")
+		gomega.Eventually(ctx, func(ctx context.Context) []string {
+			events, err := f.ClientSet.CoreV1().Events(f.Namespace.Name).List(ctx, metav1.ListOptions{FieldSelector: "reason=PullQueued"})
+			framework.ExpectNoError(err)
+			told := map[string]bool{}
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, "ahead in the queue") {
+					told[e.InvolvedObject.Name] = true
+				}
+			}
+			var untold []string
+			for _, name := range queued {
+				if !told[name] {
+					untold = append(untold, name)
+				}
+			}
+			return untold
+		}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(gomega.BeEmpty(), "pods without a PullQueued event")
+
 		ginkgo.By(fmt.Sprintf("deleting the pods whose pulls wait: %v", queued))
 		for _, name := range queued {
 			framework.ExpectNoError(f.ClientSet.CoreV1().Pods(f.Namespace.Name).Delete(ctx, name, *metav1.NewDeleteOptions(0)))
