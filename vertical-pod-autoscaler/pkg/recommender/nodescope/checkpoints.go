@@ -129,7 +129,7 @@ func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAu
 
 func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (*vpaCheckpoints, map[string][]vpa_alpha.ContainerCheckpoint, error) {
 	list, err := s.Client.VerticalPodAutoscalerCheckpointSlices(vpa.Namespace).List(ctx,
-		metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa.Name}.String()})
+		metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -391,9 +391,9 @@ func (s *CheckpointStore) write(ctx context.Context, w checkpointWrite, now time
 func newCheckpointSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutoscalerCheckpointSlice {
 	return &vpa_alpha.VerticalPodAutoscalerCheckpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: vpa.Name + "-checkpoint-",
+			GenerateName: vpa_alpha.VPANameLabelValue(vpa.Name) + "-checkpoint-",
 			Namespace:    vpa.Namespace,
-			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa.Name},
+			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         vpa_types.SchemeGroupVersion.String(),
 				Kind:               "VerticalPodAutoscaler",

@@ -133,7 +133,7 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 		}
 		var found []cleanupTarget
 		for _, vpa := range vpas {
-			objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa.Name)
+			objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
 			if err != nil {
 				return stats, err
 			}

@@ -117,9 +117,9 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 func newSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutoscalerSlice {
 	return &vpa_alpha.VerticalPodAutoscalerSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: vpa.Name + "-",
+			GenerateName: vpa_alpha.VPANameLabelValue(vpa.Name) + "-",
 			Namespace:    vpa.Namespace,
-			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa.Name},
+			Labels:       map[string]string{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         vpa_types.SchemeGroupVersion.String(),
 				Kind:               "VerticalPodAutoscaler",
@@ -143,7 +143,7 @@ type Writer struct {
 // so that a slice it created in the previous loop is never created twice.
 func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (Plan, error) {
 	client := w.Client.VerticalPodAutoscalerSlices(vpa.Namespace)
-	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa.Name}.String()})
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {
 		return Plan{}, err
 	}

@@ -17,7 +17,11 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -28,7 +32,9 @@ const (
 	MaxNodesPerSlice = 100
 
 	// VPANameLabel is the label that names the VerticalPodAutoscaler of a slice,
-	// so that its slices are listed with a label selector.
+	// so that its slices are listed with a label selector. Its value is
+	// VPANameLabelValue of the VerticalPodAutoscaler's name; the slice's vpaName
+	// holds the name itself.
 	VPANameLabel = "autoscaling.k8s.io/vpa-name"
 
 	// MaxCheckpointSliceBytes is the size (JSON) up to which the recommender
@@ -36,6 +42,19 @@ const (
 	// well below etcd's default request limit of 1.5 MiB.
 	MaxCheckpointSliceBytes = 512 * 1024
 )
+
+// VPANameLabelValue returns the value of VPANameLabel for the slices of the
+// VerticalPodAutoscaler of the given name. An object name may have 253
+// characters, a label value only 63: a longer name is cut to its first 52
+// characters, followed by a dash and the first 10 hex digits of the name's
+// SHA-256, so that two long names with the same beginning get different values.
+func VPANameLabelValue(vpaName string) string {
+	if len(validation.IsValidLabelValue(vpaName)) == 0 {
+		return vpaName
+	}
+	sum := sha256.Sum256([]byte(vpaName))
+	return vpaName[:min(len(vpaName), validation.LabelValueMaxLength-11)] + "-" + hex.EncodeToString(sum[:])[:10]
+}
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
