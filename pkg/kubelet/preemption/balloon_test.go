@@ -26,6 +26,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
@@ -131,4 +132,36 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 			t.Errorf("preempted %v", killed)
 		}
 	})
+}
+
+// TestPodOfTheBalloonClassNeverPreempts: the case reproduced on a cluster, a pod at
+// the balloon class without the balloon label bound to a full node, and a static
+// pod claiming the class: the class says preemptionPolicy Never, and the kubelet
+// honours it whatever the labels.
+func TestPodOfTheBalloonClassNeverPreempts(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	unlabelled := balloonPod("unlabelled", "500m")
+	unlabelled.Labels = nil
+	static := balloonPod("static", "500m")
+	static.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.FileSource}
+	for _, admitPod := range []*v1.Pod{unlabelled, static} {
+		t.Run(admitPod.Name, func(t *testing.T) {
+			tCtx := ktesting.Init(t)
+			pods, killer := newFakePodProvider(), newFakePodKiller(false)
+			victim := getTestPods()[burstable]
+			victim.Name = "workload"
+			pods.setPods([]*v1.Pod{victim})
+			reasons := getPredicateFailureReasons(100, 0, 0, false)
+			got, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, admitPod, reasons)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(reasons) {
+				t.Errorf("want the failure reasons kept, got %v", got)
+			}
+			if killed := killedNames(killer); len(killed) != 0 {
+				t.Errorf("preempted %v to admit a pod of the balloon class", killed)
+			}
+		})
+	}
 }

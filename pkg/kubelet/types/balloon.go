@@ -25,13 +25,21 @@ import (
 )
 
 // IsBalloonPod returns true if the pod is a balloon: its requests hold node
-// capacity that does not exist. A balloon carries the balloon label and runs
-// in kube-system at the system-node-balloon priority class, which admission
-// keeps in kube-system; the label or the class alone grants nothing.
+// capacity that does not exist. A pod is a balloon by facts that cannot change
+// once it exists: it runs at the system-node-balloon priority class, in
+// kube-system, where admission keeps that class, and it is no static pod, which
+// no admission checked. Labels can change, so they decide nothing here; admission
+// requires the balloon label exactly on the pods of the class, so that what the
+// label says and what the kubelet decides agree.
 func IsBalloonPod(pod *v1.Pod) bool {
+	return UsesBalloonClass(pod) && pod.Namespace == metav1.NamespaceSystem && !IsStaticPod(pod)
+}
+
+// UsesBalloonClass returns true if the pod runs at the system-node-balloon
+// priority class, whose preemptionPolicy is Never: the kubelet never preempts to
+// admit such a pod, balloon or not (a static pod may claim the class).
+func UsesBalloonClass(pod *v1.Pod) bool {
 	return pod != nil &&
 		utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) &&
-		pod.Labels[v1.LabelBalloonPod] == "true" &&
-		pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon &&
-		pod.Namespace == metav1.NamespaceSystem
+		pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon
 }

@@ -57,8 +57,11 @@ func TestIsBalloonPod(t *testing.T) {
 		{name: "gate off", pod: testBalloon(nil), gate: false, want: false},
 		{name: "nil pod", pod: nil, gate: true, want: false},
 		{name: "label only", pod: testBalloon(func(p *v1.Pod) { p.Spec.PriorityClassName = ""; p.Spec.Priority = nil }), gate: true, want: false},
-		{name: "class only", pod: testBalloon(func(p *v1.Pod) { p.Labels = nil }), gate: true, want: false},
-		{name: "label value not true", pod: testBalloon(func(p *v1.Pod) { p.Labels[v1.LabelBalloonPod] = "yes" }), gate: true, want: false},
+		// Labels can change; admission keeps the label on the class's pods.
+		{name: "class without the label", pod: testBalloon(func(p *v1.Pod) { p.Labels = nil }), gate: true, want: true},
+		{name: "static pod claiming the class", pod: testBalloon(func(p *v1.Pod) {
+			p.Annotations = map[string]string{ConfigSourceAnnotationKey: FileSource}
+		}), gate: true, want: false},
 		{name: "outside kube-system", pod: testBalloon(func(p *v1.Pod) { p.Namespace = "default" }), gate: true, want: false},
 		{name: "system-node-critical with the label", pod: testBalloon(func(p *v1.Pod) { p.Spec.PriorityClassName = scheduling.SystemNodeCritical }), gate: true, want: false},
 	}
@@ -69,6 +72,24 @@ func TestIsBalloonPod(t *testing.T) {
 				t.Errorf("IsBalloonPod() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestUsesBalloonClass(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	for name, tc := range map[string]struct {
+		pod  *v1.Pod
+		want bool
+	}{
+		"balloon":                  {testBalloon(nil), true},
+		"static pod of the class":  {testBalloon(func(p *v1.Pod) { p.Annotations = map[string]string{ConfigSourceAnnotationKey: FileSource} }), true},
+		"the class in a namespace": {testBalloon(func(p *v1.Pod) { p.Namespace = "default" }), true},
+		"another class":            {testBalloon(func(p *v1.Pod) { p.Spec.PriorityClassName = scheduling.SystemNodeCritical }), false},
+		"nil":                      {nil, false},
+	} {
+		if got := UsesBalloonClass(tc.pod); got != tc.want {
+			t.Errorf("%s: UsesBalloonClass() = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 
@@ -88,6 +109,13 @@ func TestPreemptableBalloon(t *testing.T) {
 	for _, preemptee := range []*v1.Pod{workload, labelOnly} {
 		if Preemptable(balloon, preemptee) {
 			t.Error("a balloon may preempt a workload")
+		}
+	}
+	classOnly := testBalloon(func(p *v1.Pod) { p.Labels = nil })
+	staticOfTheClass := testBalloon(func(p *v1.Pod) { p.Annotations = map[string]string{ConfigSourceAnnotationKey: FileSource} })
+	for _, preemptor := range []*v1.Pod{classOnly, staticOfTheClass} {
+		if Preemptable(preemptor, workload) {
+			t.Errorf("a pod of the balloon class (labels %v, annotations %v) may preempt a workload", preemptor.Labels, preemptor.Annotations)
 		}
 	}
 	if !Preemptable(nodeCritical, labelOnly) {

@@ -27,6 +27,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -282,6 +283,27 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			return pod.Spec.NodeName + pod.Status.NominatedNodeName, nil
 		}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(gomega.BeEmpty(), "the balloon must neither bind nor nominate a node")
 		gomega.Expect(runningPodsOnNode(ctx)).To(gomega.Equal(before))
+	})
+
+	// Reproduced on a cluster before balloons were told by their class: a pod of
+	// the balloon class without the balloon label, bound to a full node, made the
+	// kubelet preempt a running workload.
+	ginkgo.It("refuses a pod of the balloon class without the balloon label, and the label without the class", func(ctx context.Context) {
+		unlabelled := podOnNode(metav1.NamespaceSystem, "e2e-unlabelled-"+string(uuid.NewUUID())[:8], 100, true)
+		unlabelled.Spec.PriorityClassName = scheduling.SystemNodeBalloon
+		_, err := f.ClientSet.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, unlabelled, metav1.CreateOptions{})
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrueBecause("a pod of the balloon class without the label must be refused, got %v", err))
+
+		labelOnly := podOnNode(f.Namespace.Name, "label-only", 100, true)
+		labelOnly.Labels = map[string]string{v1.LabelBalloonPod: "true"}
+		_, err = f.ClientSet.CoreV1().Pods(f.Namespace.Name).Create(ctx, labelOnly, metav1.CreateOptions{})
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrueBecause("the balloon label without the class must be refused, got %v", err))
+
+		ginkgo.By("removing the label from a balloon")
+		balloon := createBalloon(ctx, 1, true)
+		patch := []byte(`{"metadata":{"labels":{"` + v1.LabelBalloonPod + `":null}}}`)
+		_, err = f.ClientSet.CoreV1().Pods(balloon.Namespace).Patch(ctx, balloon.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrueBecause("the balloon label must stay on a balloon, got %v", err))
 	})
 
 	ginkgo.It("runs the addon DaemonSet's balloons, which can be resized", func(ctx context.Context) {

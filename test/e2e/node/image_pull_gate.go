@@ -178,7 +178,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 				}
 			}
 			return untold
-		}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(gomega.BeEmpty(), "pods without a PullQueued event")
+		}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(gomega.BeEmpty(), "pods without a PullQueued event")
 
 		ginkgo.By(fmt.Sprintf("deleting the pods whose pulls wait: %v", queued))
 		for _, name := range queued {

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
@@ -213,27 +214,30 @@ func TestBalloonPriorityClass(t *testing.T) {
 		expectError(t, err, metav1.StatusReasonForbidden, forbiddenNamespaceMessage)
 	})
 
+	// The case reproduced on a cluster: such a pod, bound to a full node, made the
+	// kubelet preempt a running workload. Now admission refuses it.
+	t.Run("class without the label in kube-system is forbidden", func(t *testing.T) {
+		conf := podConfig{name: "class-only", namespace: metav1.NamespaceSystem, priorityClassName: scheduling.SystemNodeBalloon}
+		_, err := cs.CoreV1().Pods(conf.namespace).Create(tCtx, conf.pod(), metav1.CreateOptions{})
+		expectError(t, err, metav1.StatusReasonForbidden, "pods of the system-node-balloon PriorityClass must carry the label node.kubernetes.io/balloon=true")
+	})
+
 	for _, ns := range []string{metav1.NamespaceSystem, metav1.NamespaceDefault} {
-		t.Run("label only in "+ns, func(t *testing.T) {
+		t.Run("label only in "+ns+" is forbidden", func(t *testing.T) {
 			conf := podConfig{name: "label-only", namespace: ns, balloonLabel: true}
-			pod, err := cs.CoreV1().Pods(conf.namespace).Create(tCtx, conf.pod(), metav1.CreateOptions{})
-			if err != nil {
-				t.Fatalf("create pod: %v", err)
-			}
-			if got := ptr.Deref(pod.Spec.Priority, -1); got != 0 {
-				t.Errorf("priority = %d, want 0", got)
-			}
-			if pod.Spec.PriorityClassName != "" {
-				t.Errorf("priorityClassName = %q, want none", pod.Spec.PriorityClassName)
-			}
-			if got := ptr.Deref(pod.Spec.PreemptionPolicy, ""); got != v1.PreemptLowerPriority {
-				t.Errorf("preemptionPolicy = %q, want %s", got, v1.PreemptLowerPriority)
-			}
+			_, err := cs.CoreV1().Pods(conf.namespace).Create(tCtx, conf.pod(), metav1.CreateOptions{})
+			expectError(t, err, metav1.StatusReasonForbidden, "the label node.kubernetes.io/balloon is reserved for pods of the system-node-balloon PriorityClass")
 		})
 	}
 
+	t.Run("the label removed from a balloon by a patch is forbidden", func(t *testing.T) {
+		patch := []byte(`{"metadata":{"labels":{"` + v1.LabelBalloonPod + `":null}}}`)
+		_, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Patch(tCtx, "balloon", types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		expectError(t, err, metav1.StatusReasonForbidden, "must carry the label node.kubernetes.io/balloon=true")
+	})
+
 	t.Run("system-node-critical in default", func(t *testing.T) {
-		conf := podConfig{name: "node-critical", namespace: metav1.NamespaceDefault, balloonLabel: true, priorityClassName: scheduling.SystemNodeCritical}
+		conf := podConfig{name: "node-critical", namespace: metav1.NamespaceDefault, priorityClassName: scheduling.SystemNodeCritical}
 		pod, err := cs.CoreV1().Pods(conf.namespace).Create(tCtx, conf.pod(), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create pod: %v", err)

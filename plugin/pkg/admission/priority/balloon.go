@@ -19,9 +19,12 @@ package priority
 import (
 	"fmt"
 
+	apiv1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // admitBalloonNamespace keeps the balloon priority class in kube-system, for pods
@@ -32,4 +35,23 @@ func admitBalloonNamespace(a admission.Attributes, priorityClassName string) err
 		return nil
 	}
 	return admission.NewForbidden(a, fmt.Errorf("the %s PriorityClass may only be used in the %s namespace", scheduling.SystemNodeBalloon, metav1.NamespaceSystem))
+}
+
+// admitBalloonLabel keeps the balloon label and the balloon priority class
+// together, on create and on every update: a pod carries the label, with the value
+// "true", exactly when it runs at the system-node-balloon class. The kubelet tells
+// a balloon by its class and namespace, which cannot change; the label, which
+// tools select balloons by, can, so admission keeps it in step.
+func admitBalloonLabel(a admission.Attributes, priorityClassName string, labels map[string]string) error {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) {
+		return nil
+	}
+	value, labelled := labels[apiv1.LabelBalloonPod]
+	switch {
+	case priorityClassName == scheduling.SystemNodeBalloon && value != "true":
+		return admission.NewForbidden(a, fmt.Errorf("pods of the %s PriorityClass must carry the label %s=true", scheduling.SystemNodeBalloon, apiv1.LabelBalloonPod))
+	case priorityClassName != scheduling.SystemNodeBalloon && labelled:
+		return admission.NewForbidden(a, fmt.Errorf("the label %s is reserved for pods of the %s PriorityClass", apiv1.LabelBalloonPod, scheduling.SystemNodeBalloon))
+	}
+	return nil
 }

@@ -111,12 +111,22 @@ func TestPodAdmissionBalloon(t *testing.T) {
 			expectedPreemptionPolicy: &preemptNever,
 		},
 		{
-			name:                     "class without the label in kube-system",
-			existingClasses:          allClasses,
-			pod:                      balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeBalloon),
-			expectedClass:            scheduling.SystemNodeBalloon,
-			expectedPriority:         scheduling.SystemCriticalPriority + 1000,
-			expectedPreemptionPolicy: &preemptNever,
+			// The case reproduced on a cluster: such a pod, bound to a full node,
+			// made the kubelet preempt a running workload.
+			name:            "class without the label in kube-system",
+			existingClasses: allClasses,
+			pod:             balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeBalloon),
+			expectedErr:     "pods of the system-node-balloon PriorityClass must carry the label node.kubernetes.io/balloon=true",
+		},
+		{
+			name:            "class with another value of the label in kube-system",
+			existingClasses: allClasses,
+			pod: func() *api.Pod {
+				pod := balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon)
+				pod.Labels[corev1.LabelBalloonPod] = "yes"
+				return pod
+			}(),
+			expectedErr: "must carry the label",
 		},
 		{
 			name:            "balloon in default",
@@ -151,25 +161,22 @@ func TestPodAdmissionBalloon(t *testing.T) {
 			expectedErr: "must not be provided in pod spec",
 		},
 		{
-			name:             "label only in kube-system gets the default priority",
-			existingClasses:  append([]*scheduling.PriorityClass{defaultClass1}, allClasses...),
-			pod:              balloonTestPod(metav1.NamespaceSystem, true, ""),
-			expectedClass:    defaultClass1.Name,
-			expectedPriority: defaultClass1.Value,
+			name:            "label only in kube-system, with the default class",
+			existingClasses: append([]*scheduling.PriorityClass{defaultClass1}, allClasses...),
+			pod:             balloonTestPod(metav1.NamespaceSystem, true, ""),
+			expectedErr:     "the label node.kubernetes.io/balloon is reserved for pods of the system-node-balloon PriorityClass",
 		},
 		{
-			name:                     "label only in default without a default class",
-			existingClasses:          allClasses,
-			pod:                      balloonTestPod(metav1.NamespaceDefault, true, ""),
-			expectedPriority:         scheduling.DefaultPriorityWhenNoDefaultClassExists,
-			expectedPreemptionPolicy: &preemptLowerPriority,
+			name:            "label only in default without a default class",
+			existingClasses: allClasses,
+			pod:             balloonTestPod(metav1.NamespaceDefault, true, ""),
+			expectedErr:     "is reserved for pods of the system-node-balloon PriorityClass",
 		},
 		{
-			name:             "label with a user class in another namespace",
-			existingClasses:  allClasses,
-			pod:              balloonTestPod("team-a", true, nondefaultClass1.Name),
-			expectedClass:    nondefaultClass1.Name,
-			expectedPriority: nondefaultClass1.Value,
+			name:            "label with a user class in another namespace",
+			existingClasses: allClasses,
+			pod:             balloonTestPod("team-a", true, nondefaultClass1.Name),
+			expectedErr:     "is reserved for pods of the system-node-balloon PriorityClass",
 		},
 		{
 			name:             "system-node-critical in another namespace",
@@ -179,11 +186,10 @@ func TestPodAdmissionBalloon(t *testing.T) {
 			expectedPriority: systemNodeCritical.Value,
 		},
 		{
-			name:             "system-cluster-critical with the label in default",
-			existingClasses:  allClasses,
-			pod:              balloonTestPod(metav1.NamespaceDefault, true, scheduling.SystemClusterCritical),
-			expectedClass:    scheduling.SystemClusterCritical,
-			expectedPriority: clusterCritical.Value,
+			name:            "system-cluster-critical with the label in default",
+			existingClasses: allClasses,
+			pod:             balloonTestPod(metav1.NamespaceDefault, true, scheduling.SystemClusterCritical),
+			expectedErr:     "is reserved for pods of the system-node-balloon PriorityClass",
 		},
 		{
 			name:             "system-node-critical in kube-system",
@@ -198,6 +204,14 @@ func TestPodAdmissionBalloon(t *testing.T) {
 			existingClasses: otherClasses,
 			pod:             balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
 			expectedErr:     "no PriorityClass with name system-node-balloon was found",
+		},
+		{
+			name:             "gate off, the label is no concern of admission",
+			disabled:         true,
+			existingClasses:  otherClasses,
+			pod:              balloonTestPod("team-a", true, nondefaultClass1.Name),
+			expectedClass:    nondefaultClass1.Name,
+			expectedPriority: nondefaultClass1.Value,
 		},
 		{
 			name:            "gate off, a class left from when it was on stays in kube-system",
@@ -298,6 +312,57 @@ func TestPodUpdateAdmissionBalloon(t *testing.T) {
 	}
 	if pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != preemptNever {
 		t.Errorf("preemptionPolicy = %s, want %s", ptrString(pod.Spec.PreemptionPolicy), preemptNever)
+	}
+}
+
+// TestPodUpdateAdmissionBalloonLabel: labels can change, so every update keeps the
+// balloon label exactly on the pods of the balloon class.
+func TestPodUpdateAdmissionBalloonLabel(t *testing.T) {
+	withLabels := func(pod *api.Pod, labels map[string]string) *api.Pod {
+		pod.Labels = labels
+		return pod
+	}
+	for _, tc := range []struct {
+		name        string
+		disabled    bool
+		old, pod    *api.Pod
+		expectedErr string
+	}{{
+		name: "a balloon keeps its label",
+		old:  balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
+		pod:  withLabels(balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon), map[string]string{corev1.LabelBalloonPod: "true", "team": "infra"}),
+	}, {
+		name:        "the label removed from a balloon by a patch",
+		old:         balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
+		pod:         balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeBalloon),
+		expectedErr: "pods of the system-node-balloon PriorityClass must carry the label node.kubernetes.io/balloon=true",
+	}, {
+		name:        "the label added to another pod",
+		old:         balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeCritical),
+		pod:         balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical),
+		expectedErr: "the label node.kubernetes.io/balloon is reserved for pods of the system-node-balloon PriorityClass",
+	}, {
+		name:     "gate off",
+		disabled: true,
+		old:      balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
+		pod:      balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeBalloon),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, feature.DefaultFeatureGate, features.BalloonPod, !tc.disabled)
+			ctrl := NewPlugin()
+			if err := addPriorityClasses(ctrl, []*scheduling.PriorityClass{balloonClass, systemNodeCritical}); err != nil {
+				t.Fatalf("unable to add object to informer: %v", err)
+			}
+			attrs := admission.NewAttributesRecord(tc.pod, tc.old, api.Kind("Pod").WithVersion("version"), tc.pod.Namespace, tc.pod.Name,
+				api.Resource("pods").WithVersion("version"), "", admission.Update, &metav1.UpdateOptions{}, false, nil)
+			err := admissiontesting.WithReinvocationTesting(t, ctrl).Admit(context.TODO(), attrs, nil)
+			switch {
+			case tc.expectedErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.expectedErr != "" && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.expectedErr)):
+				t.Fatalf("got %v, want a Forbidden error containing %q", err, tc.expectedErr)
+			}
+		})
 	}
 }
 
