@@ -72,8 +72,9 @@ type StoreStats struct {
 // (created, updated, deleted), then the refresh of the slices written longest
 // ago, so that every slice is rewritten in turn.
 //
-// The store remembers the slices it wrote and reads them from the API server
-// only on the first use of a VPA and after a failed write.
+// The store writes the slices of a VPA only after Load read them (the model
+// then holds their history), and remembers what it wrote: it reads them again
+// only after a failed write.
 type CheckpointStore struct {
 	Client      vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter
 	MaxWrites   int
@@ -176,6 +177,14 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 	return state, entries, nil
 }
 
+// Loaded tells whether Load of the VPA succeeded (and Store has not forgotten
+// the VPA since).
+func (s *CheckpointStore) Loaded(vpa types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.vpas[vpa] != nil
+}
+
 // Holds tells whether the store keeps a checkpoint of the node for the VPA.
 func (s *CheckpointStore) Holds(vpa types.UID, node string) bool {
 	s.mu.Lock()
@@ -196,8 +205,10 @@ type checkpointWrite struct {
 }
 
 // Store brings the checkpoint slices of the given VPAs up to date, within
-// MaxWrites API writes and the context's deadline. VPAs not given are
-// forgotten (their slices go with the VPA, by ownerReference).
+// MaxWrites API writes and the context's deadline. It skips the VPAs not
+// loaded yet: their slices hold history that the live aggregations do not, and
+// writing them would replace it. VPAs not given are forgotten (their slices go
+// with the VPA, by ownerReference).
 func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []NodeHistory) (StoreStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,17 +222,18 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 		h := &histories[i]
 		given[h.VPA.UID] = true
 		state := s.vpas[h.VPA.UID]
-		if state == nil || state.stale {
+		if state == nil {
+			continue
+		}
+		if state.stale {
 			fresh, _, err := s.list(ctx, h.VPA)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if state != nil {
-				for node, last := range state.lastLive {
-					if _, found := fresh.lastLive[node]; !found {
-						fresh.lastLive[node] = last
-					}
+			for node, last := range state.lastLive {
+				if _, found := fresh.lastLive[node]; !found {
+					fresh.lastLive[node] = last
 				}
 			}
 			state = fresh

@@ -95,6 +95,14 @@ func nodeNames(n int) []string {
 	return names
 }
 
+// load loads the checkpoints of testVPA, which Store needs before it writes.
+func (f *checkpointFixture) load(t *testing.T) {
+	t.Helper()
+	if _, err := f.store.Load(context.TODO(), testVPA); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *checkpointFixture) store1(t *testing.T, h NodeHistory) StoreStats {
 	t.Helper()
 	stats, err := f.store.Store(context.TODO(), f.now, []NodeHistory{h})
@@ -125,6 +133,7 @@ func (f *checkpointFixture) stored(t *testing.T) (map[string]string, []vpa_alpha
 
 func TestCheckpointStorePacksBySize(t *testing.T) {
 	f := newCheckpointFixture()
+	f.load(t)
 	f.store.MaxBytes = 10 * 1024
 	f.store.MaxWrites = 100
 	stats := f.store1(t, history(nodeNames(40), 2000, f.now))
@@ -149,6 +158,7 @@ func TestCheckpointStorePacksBySize(t *testing.T) {
 
 func TestCheckpointStoreBoundsWrites(t *testing.T) {
 	f := newCheckpointFixture()
+	f.load(t)
 	f.store.MaxBytes = 10 * 1024
 	f.store.MaxWrites = 3
 	h := history(nodeNames(40), 2000, f.now)
@@ -182,6 +192,7 @@ func TestCheckpointStoreBoundsWrites(t *testing.T) {
 
 func TestCheckpointStoreStickyAndGC(t *testing.T) {
 	f := newCheckpointFixture()
+	f.load(t)
 	f.store.MaxBytes = 10 * 1024
 	f.store.MaxWrites = 1
 	f.store.GracePeriod = 10 * time.Minute
@@ -279,5 +290,27 @@ func TestCheckpointStoreLoad(t *testing.T) {
 	nodes, _ := f.stored(t)
 	if nodes["node-2"] != "agent-checkpoint-b" || nodes["node-9"] != "agent-checkpoint-old" {
 		t.Errorf("nodes in slices: %v", nodes)
+	}
+}
+
+func TestCheckpointStoreWritesOnlyLoadedVPAs(t *testing.T) {
+	persisted := newCheckpointSlice(testVPA)
+	persisted.Name = "agent-checkpoint-a"
+	persisted.Nodes = []vpa_alpha.NodeCheckpoint{{NodeName: "node-0000", Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
+		Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{TotalSamplesCount: 1000}}}}}
+	f := newCheckpointFixture(persisted)
+	h := history([]string{"node-0000", "node-0001"}, 100, f.now)
+
+	// Not loaded (a failed load): the persisted history stays as it is.
+	if stats := f.store1(t, h); stats.Writes != 0 || len(f.writes) != 0 {
+		t.Fatalf("before the load: %+v, writes %v; want none", stats, f.writes)
+	}
+	if f.store.Holds("uid", "node-0000") {
+		t.Errorf("the store holds node-0000 before the load")
+	}
+
+	f.load(t)
+	if stats := f.store1(t, h); stats.Writes != 1 || f.writes["agent-checkpoint-a"] != 1 {
+		t.Errorf("after the load: %+v, writes %v; want one, of agent-checkpoint-a", stats, f.writes)
 	}
 }

@@ -81,6 +81,7 @@ type NodeChecker interface {
 type NodeCheckpointStore interface {
 	Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (map[string][]vpa_alpha.ContainerCheckpoint, error)
 	Store(ctx context.Context, now time.Time, histories []nodescope.NodeHistory) (nodescope.StoreStats, error)
+	Loaded(vpa types.UID) bool
 	Holds(vpa types.UID, node string) bool
 }
 
@@ -194,14 +195,15 @@ func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[string
 }
 
 // loadNodeCheckpoints puts the checkpointed history of each node of the VPA
-// into the model, once per VPA (model.Vpa.NodeInitialAggregateStates).
+// into the model (model.Vpa.NodeInitialAggregateStates) until a load succeeds;
+// the store writes the VPA's checkpoints only after that.
 func (r *recommender) loadNodeCheckpoints(ctx context.Context, vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler) {
-	if r.nodeScope.Checkpoints == nil || !r.useCheckpoints || vpa.NodeInitialAggregateStates != nil {
+	if r.nodeScope.Checkpoints == nil || !r.useCheckpoints || r.nodeScope.Checkpoints.Loaded(observedVpa.UID) {
 		return
 	}
 	loaded, err := r.nodeScope.Checkpoints.Load(ctx, observedVpa)
 	if err != nil {
-		klog.ErrorS(err, "Cannot load the per-node checkpoints of VPA", "vpa", klog.KObj(observedVpa))
+		klog.ErrorS(err, "Cannot load the per-node checkpoints of VPA, retrying in the next loop", "vpa", klog.KObj(observedVpa))
 		return
 	}
 	states := make(map[string]model.ContainerNameToAggregateStateMap, len(loaded))

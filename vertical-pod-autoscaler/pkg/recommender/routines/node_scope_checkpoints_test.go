@@ -18,11 +18,14 @@ package routines
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -185,5 +188,53 @@ func TestNodeCheckpointsGarbageCollected(t *testing.T) {
 	}
 	if states := f.modelVPA().NodeInitialAggregateStates; len(states) != 1 || states["d"] == nil {
 		t.Errorf("after the grace period the model holds checkpoints of %d nodes, want d only", len(states))
+	}
+}
+
+func TestNodeCheckpointsKeptOverFailedLoad(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	usage := map[string][2]float64{"busy": {2, 2e9}, "quiet": {0.1, 1e8}}
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	for node, u := range usage {
+		f.addPod(t, node)
+		f.feed(t, node, u[0], u[1], 2*time.Hour)
+	}
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+	before := f.slices(t)
+
+	// The restarted recommender's first list of the checkpoint slices fails.
+	f.restart(t, usage)
+	failed := false
+	f.client.PrependReactor("list", "verticalpodautoscalercheckpointslices", func(core.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		return true, nil, errors.New("etcdserver: request timed out")
+	})
+	f.client.ClearActions()
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+	if !failed {
+		t.Fatal("the recommender did not list the checkpoint slices")
+	}
+	for _, action := range f.client.Actions() {
+		if action.GetResource().Resource == "verticalpodautoscalercheckpointslices" && action.GetVerb() != "list" {
+			t.Errorf("%s of a checkpoint slice before the checkpoints were loaded", action.GetVerb())
+		}
+	}
+
+	// The next loop loads them: each node has its recommendation back.
+	f.r.UpdateVPAs()
+	after := f.slices(t)
+	if len(after) != 2 {
+		t.Fatalf("after the load: recommendations for %v, want busy and quiet", after)
+	}
+	for node := range usage {
+		b, a := targetOf(before[node], "agent", corev1.ResourceCPU), targetOf(after[node], "agent", corev1.ResourceCPU)
+		if diff := a.AsApproximateFloat64()/b.AsApproximateFloat64() - 1; diff > 0.05 || diff < -0.05 {
+			t.Errorf("%s cpu target: %s before the restart, %s after", node, b.String(), a.String())
+		}
 	}
 }
