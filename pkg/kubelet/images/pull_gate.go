@@ -131,6 +131,12 @@ type pullRequest struct {
 	// pod waited for ended: ok, with the image's ref, when the pod needs no pull
 	// of its own. Without it the pod never waits for another pod's pull.
 	recheck func(ctx context.Context) (imageRef string, ok bool)
+	// adopt, if set, is called when the pod leaves its pull while the pull goes on
+	// (pods wait for it, or it is detached), and returns what records the pull
+	// when it ends: the image manager keeps its record of a pull in progress
+	// (KEP-2535's pull intent) until then, so that the image never looks as if it
+	// had not been pulled by the kubelet.
+	adopt func() (ended func(pullResult))
 	// events, each optional
 	events pullEvents
 }
@@ -495,10 +501,21 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 	case <-ctx.Done():
 		g.mu.Lock()
 		g.loseInterestLocked(p)
+		goesOn := !p.ended && (p.interest > 0 || p.detached)
 		g.mu.Unlock()
-		// Nobody records the pull: the pods waiting for it check the image again
-		// as soon as it ends.
-		go func() { (<-result).finish() }()
+		// A pull that goes on without its pod is recorded when it ends (adopt),
+		// before the pods waiting for it check the image again.
+		var ended func(pullResult)
+		if goesOn && r.adopt != nil {
+			ended = r.adopt()
+		}
+		go func() {
+			res := <-result
+			if ended != nil {
+				ended(res.pullResult)
+			}
+			res.finish()
+		}()
 		return g.abandon(ctx, r.spec)
 	}
 }

@@ -116,6 +116,7 @@ func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference
 		pod:              podUID,
 		alwaysPull:       pullPolicy == v1.PullAlways,
 		recheck:          m.recheck(image, spec, credentials),
+		adopt:            m.adoptPull(ctx, image),
 		events: pullEvents{
 			queued: func(ahead int) {
 				m.logIt(objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit), klog.Info)
@@ -148,6 +149,32 @@ func (m *imageManager) recheck(image string, spec kubecontainer.ImageSpec, crede
 			return secrets, serviceAccount, nil
 		})
 		return imageRef, err == nil && !mustPull
+	}
+}
+
+// adoptPull records a pull that goes on after its pod left, as pullImage would
+// have: it takes a pull intent of its own at once, before the pod's is released,
+// and records the pull as pulled or failed when it ends. Without it, an image
+// pulled with the pod's credentials after the pod left would look preloaded to
+// KEP-2535's check and be usable by pods without them.
+func (m *imageManager) adoptPull(ctx context.Context, image string) func() func(pullResult) {
+	return func() func(pullResult) {
+		if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
+			return nil
+		}
+		logger := klog.FromContext(ctx)
+		if err := m.imagePullManager.RecordPullIntent(logger, image); err != nil {
+			logger.Error(err, "Failed to record the image pull intent of a pull that goes on without its pod", "image", image)
+			return nil
+		}
+		ctx := context.WithoutCancel(ctx)
+		return func(res pullResult) {
+			if res.err != nil {
+				m.imagePullManager.RecordImagePullFailed(ctx, image)
+				return
+			}
+			m.imagePullManager.RecordImagePulled(ctx, image, res.imageRef, trackedToImagePullCreds(res.credentialsUsed))
+		}
 	}
 }
 

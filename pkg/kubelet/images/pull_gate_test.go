@@ -41,8 +41,10 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	"k8s.io/kubernetes/pkg/features"
+	kubeletconfiginternal "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
 	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
@@ -780,5 +782,74 @@ func TestPullQueueMetricsOnlyWithTheGate(t *testing.T) {
 		m := registered.FindSubmatch(out)
 		require.NotNil(t, m, "%s", out)
 		assert.ElementsMatch(t, want, strings.Fields(string(m[1])), "KubeletImagePullGate=%s", gate)
+	}
+}
+
+// recordingPullManager keeps KEP-2535's records of pulls as counts: pull intents
+// per image, and the images recorded as pulled.
+type recordingPullManager struct {
+	pullmanager.NoopImagePullManager
+	mu      sync.Mutex
+	intents map[string]int
+	pulled  []string
+}
+
+func (r *recordingPullManager) RecordPullIntent(_ klog.Logger, image string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.intents[image]++
+	return nil
+}
+
+func (r *recordingPullManager) RecordImagePulled(_ context.Context, image, _ string, _ *kubeletconfiginternal.ImagePullCredentials) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.intents[image]--
+	r.pulled = append(r.pulled, image)
+}
+
+func (r *recordingPullManager) RecordImagePullFailed(_ context.Context, image string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.intents[image]--
+}
+
+func (r *recordingPullManager) state() (int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.intents["private:1"], slices.Clone(r.pulled)
+}
+
+// A pull that goes on after its pod left (detached, or for pods that wait for it)
+// keeps a pull intent until it ends and is then recorded as pulled: otherwise the
+// image, pulled with the pod's credentials, would look preloaded to KEP-2535's
+// check and be usable by pods without them. A cancelled pull leaves no intent.
+func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletEnsureSecretPulledImages, true)
+	for _, detach := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Detach", false: "Cancel"}[detach], func(t *testing.T) {
+			records := &recordingPullManager{intents: map[string]int{}}
+			e := newGateEnvWith(t, 1, PullGateConfig{DetachAbandonedPulls: detach}, records)
+			ownerCtx, ownerGone := context.WithCancel(context.Background())
+			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
+			e.rt.waitEntered(t, "private:1")
+			ownerGone()
+			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			if !detach {
+				require.Eventually(t, func() bool {
+					intents, pulled := records.state()
+					return intents == 0 && len(pulled) == 0
+				}, 10*time.Second, time.Millisecond, "a cancelled pull leaves no intent and no record")
+				return
+			}
+			intents, pulled := records.state()
+			assert.Equal(t, 1, intents, "the detached pull keeps an intent while it runs")
+			assert.Empty(t, pulled)
+			e.rt.finish("private:1")
+			require.Eventually(t, func() bool {
+				intents, pulled := records.state()
+				return intents == 0 && slices.Equal(pulled, []string{"private:1"})
+			}, 10*time.Second, time.Millisecond, "the detached pull is recorded as pulled when it ends")
+		})
 	}
 }
