@@ -49,7 +49,7 @@ const (
 // startAPIServer starts kube-apiserver with the BalloonPod feature gate set to
 // enabled, stops it when the test ends and waits until the namespaces that
 // the tests use exist.
-func startAPIServer(t *testing.T, enabled bool) (*kubeapiservertesting.TestServer, clientset.Interface) {
+func startAPIServer(t *testing.T, enabled bool, extraFlags ...string) (*kubeapiservertesting.TestServer, clientset.Interface) {
 	t.Helper()
 	flags := []string{
 		"--endpoint-reconciler-type=none",
@@ -58,6 +58,7 @@ func startAPIServer(t *testing.T, enabled bool) (*kubeapiservertesting.TestServe
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		fmt.Sprintf("--feature-gates=BalloonPod=%t", enabled),
 	}
+	flags = append(flags, extraFlags...)
 	server := kubeapiservertesting.StartTestServerOrDie(t, nil, flags, framework.SharedEtcd())
 	t.Cleanup(server.TearDownFn)
 	cs := clientset.NewForConfigOrDie(server.ClientConfig)
