@@ -21,17 +21,34 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
 )
 
-// NodeScopeLabel is the label the model adds to the labels of a pod of a VPA
-// with scope node: its value is the pod's node. It exists only in the model,
-// where it makes the usage of each node's pod an aggregation of its own. The
-// VPA still uses all of them (its selector does not name the label), so that
-// its own recommendation stays the DaemonSet-wide one.
-const NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
+// NodeScopeLabel and NodeUIDLabel are the labels the model adds to the labels
+// of a pod of a VPA with scope node: the name and the UID of the pod's node.
+// They exist only in the model, where they make the usage of each node's pod
+// an aggregation of its own, and a machine that takes the name of a deleted
+// node another node. The VPA still uses all of them (its selector does not
+// name the labels), so that its own recommendation stays the DaemonSet-wide
+// one.
+const (
+	NodeScopeLabel = "node-scope.autoscaling.k8s.io/node"
+	NodeUIDLabel   = "node-scope.autoscaling.k8s.io/node-uid"
+)
+
+// NodeRef is a node of a VPA with scope node: its name, and the UID that tells
+// the machine from a later one of the same name, which has a history of its own.
+type NodeRef struct {
+	Name string
+	UID  types.UID
+}
+
+// NodeUIDs returns the UID of the node of the given name, and whether the node
+// exists.
+type NodeUIDs func(nodeName string) (types.UID, bool)
 
 // DefaultMinNodeHistory is the default of how much usage history of its own a
 // node's pod needs before the node of a VPA with scope node gets its own
@@ -45,35 +62,49 @@ func (vpa *Vpa) IsNodeScoped() bool {
 }
 
 // ScopedPodLabels returns the labels under which the model keeps a pod: the
-// pod's labels, plus NodeScopeLabel when the pod is bound to a node and a VPA
-// with scope node matches it.
-func ScopedPodLabels(cluster ClusterState, podID PodID, podLabels map[string]string, nodeName string) labels.Set {
-	if nodeName == "" || !features.Enabled(features.DaemonSetNodeScope) {
+// pod's labels, plus NodeScopeLabel and NodeUIDLabel when the pod is bound to
+// a node that nodeUIDs knows and a VPA with scope node matches it. The UID is
+// looked up each time: a pod bound to a name runs on whichever machine has
+// the name now.
+func ScopedPodLabels(cluster ClusterState, podID PodID, podLabels map[string]string, nodeName string, nodeUIDs NodeUIDs) labels.Set {
+	if nodeName == "" || nodeUIDs == nil || !features.Enabled(features.DaemonSetNodeScope) {
 		return podLabels
 	}
 	for _, vpa := range cluster.VPAs() {
 		if vpa.IsNodeScoped() && vpa.ID.Namespace == podID.Namespace && vpa.PodSelector != nil && vpa.PodSelector.Matches(labels.Set(podLabels)) {
-			scoped := make(labels.Set, len(podLabels)+1)
+			uid, found := nodeUIDs(nodeName)
+			if !found {
+				// Not in the node cache yet: the pod counts for the
+				// DaemonSet-wide recommendation only until it is.
+				return podLabels
+			}
+			scoped := make(labels.Set, len(podLabels)+2)
 			for k, v := range podLabels {
 				scoped[k] = v
 			}
 			scoped[NodeScopeLabel] = nodeName
+			scoped[NodeUIDLabel] = string(uid)
 			return scoped
 		}
 	}
 	return podLabels
 }
 
+func nodeOf(podLabels labels.Labels) (NodeRef, bool) {
+	node := NodeRef{Name: podLabels.Get(NodeScopeLabel), UID: types.UID(podLabels.Get(NodeUIDLabel))}
+	return node, node.Name != "" && node.UID != ""
+}
+
 // NodePods returns the live pods of the VPA by node, for the nodes that run
 // one (normally one pod a node; two for a moment during a rollout).
-func (cluster *clusterState) NodePods(vpa *Vpa) map[string][]PodID {
-	nodes := map[string][]PodID{}
+func (cluster *clusterState) NodePods(vpa *Vpa) map[NodeRef][]PodID {
+	nodes := map[NodeRef][]PodID{}
 	for podID, pod := range cluster.pods {
 		if podID.Namespace != vpa.ID.Namespace || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
 			continue
 		}
 		podLabels := cluster.labelSetMap[pod.labelSetKey]
-		if node := podLabels[NodeScopeLabel]; node != "" && vpa.PodSelector != nil && vpa.PodSelector.Matches(podLabels) {
+		if node, scoped := nodeOf(podLabels); scoped && vpa.PodSelector != nil && vpa.PodSelector.Matches(podLabels) {
 			nodes[node] = append(nodes[node], podID)
 		}
 	}
@@ -84,9 +115,9 @@ func (cluster *clusterState) NodePods(vpa *Vpa) map[string][]PodID {
 // of each container of the VPA's pods on that node: the node's aggregations
 // merged with its checkpointed history (NodeInitialAggregateStates), in new
 // objects that the caller may change.
-func (cluster *clusterState) NodeAggregations(vpa *Vpa, nodes map[string]bool) map[string]ContainerNameToAggregateStateMap {
-	result := make(map[string]ContainerNameToAggregateStateMap, len(nodes))
-	merge := func(node, container string, state *AggregateContainerState) {
+func (cluster *clusterState) NodeAggregations(vpa *Vpa, nodes map[NodeRef]bool) map[NodeRef]ContainerNameToAggregateStateMap {
+	result := make(map[NodeRef]ContainerNameToAggregateStateMap, len(nodes))
+	merge := func(node NodeRef, container string, state *AggregateContainerState) {
 		byContainer, found := result[node]
 		if !found {
 			byContainer = ContainerNameToAggregateStateMap{}
@@ -100,7 +131,7 @@ func (cluster *clusterState) NodeAggregations(vpa *Vpa, nodes map[string]bool) m
 		merged.MergeContainerState(state)
 	}
 	for key, aggregation := range vpa.aggregateContainerStates {
-		if node := key.Labels().Get(NodeScopeLabel); nodes[node] {
+		if node, scoped := nodeOf(key.Labels()); scoped && nodes[node] {
 			merge(node, key.ContainerName(), aggregation)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 )
 
 const (
@@ -49,13 +50,14 @@ const (
 type NodeHistory struct {
 	VPA *vpa_types.VerticalPodAutoscaler
 	// Live are the nodes that run a live pod of the VPA and that the DaemonSet
-	// can run on.
-	Live map[string]bool
-	// Exists tells whether a node exists; nil counts every node as existing.
-	Exists func(node string) bool
+	// can run on, at most one of a name.
+	Live map[model.NodeRef]bool
+	// NodeUIDs tells the UID of the node of a name, if it exists; nil counts
+	// every node as existing, as the machine the store holds.
+	NodeUIDs model.NodeUIDs
 	// Checkpoints returns the checkpoint of each container of the VPA's pod on
 	// each of the given nodes.
-	Checkpoints func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint
+	Checkpoints func(nodes []model.NodeRef) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint
 }
 
 // StoreStats is what one Store did and left for later.
@@ -98,6 +100,7 @@ func NewCheckpointStore(client vpa_alpha_client.VerticalPodAutoscalerCheckpointS
 type vpaCheckpoints struct {
 	stale    bool // a write failed: read the slices again
 	slices   []*checkpointSlice
+	uid      map[string]types.UID // the machine whose history each node's entry holds
 	size     map[string]int       // JSON size of each node's entry, as last serialized
 	lastLive map[string]time.Time // when each node held by the store was last live
 }
@@ -112,10 +115,13 @@ type checkpointSlice struct {
 }
 
 // Load reads the checkpoint slices of the VPA and returns the checkpoints of
-// each node's containers. A node found in two slices (a move that a restart
-// interrupted) gets the more recent entry.
-func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (map[string][]vpa_alpha.ContainerCheckpoint, error) {
-	state, entries, err := s.list(ctx, vpa)
+// each node's containers. Only the entries of the nodes that exist, with the
+// UID of the entry, count: the history of an earlier machine of a node's name
+// is not the node's. An entry without UID (written before entries had one) is
+// taken as the history of the node that has the name now. A node found in two
+// slices (a move that a restart interrupted) gets the more recent entry.
+func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, nodeUIDs model.NodeUIDs) (map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, error) {
+	state, entries, err := s.list(ctx, vpa, nodeUIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +134,7 @@ func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAu
 	return entries, nil
 }
 
-func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (*vpaCheckpoints, map[string][]vpa_alpha.ContainerCheckpoint, error) {
+func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, nodeUIDs model.NodeUIDs) (*vpaCheckpoints, map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, error) {
 	list, err := s.Client.VerticalPodAutoscalerCheckpointSlices(vpa.Namespace).List(ctx,
 		metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {
@@ -143,27 +149,43 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 
+	// machine returns the UID of the node whose history the entry is, if any.
+	machine := func(entry vpa_alpha.NodeCheckpoint) (types.UID, bool) {
+		if nodeUIDs == nil {
+			return entry.NodeUID, true
+		}
+		uid, exists := nodeUIDs(entry.NodeName)
+		return uid, exists && (entry.NodeUID == "" || entry.NodeUID == uid)
+	}
 	latest := map[string]time.Time{}
 	winner := map[string]int{}
 	for i, item := range items {
 		for _, entry := range item.Nodes {
+			if _, current := machine(entry); !current {
+				continue
+			}
 			if at, seen := latest[entry.NodeName]; !seen || lastUpdate(entry).After(at) {
 				latest[entry.NodeName], winner[entry.NodeName] = lastUpdate(entry), i
 			}
 		}
 	}
 	now := time.Now()
-	state := &vpaCheckpoints{size: map[string]int{}, lastLive: map[string]time.Time{}}
-	entries := map[string][]vpa_alpha.ContainerCheckpoint{}
+	state := &vpaCheckpoints{uid: map[string]types.UID{}, size: map[string]int{}, lastLive: map[string]time.Time{}}
+	entries := map[model.NodeRef][]vpa_alpha.ContainerCheckpoint{}
 	for i, item := range items {
 		slice := &checkpointSlice{name: item.Name, uid: item.UID, resourceVersion: item.ResourceVersion, written: now}
 		for _, entry := range item.Nodes {
-			if winner[entry.NodeName] != i || entries[entry.NodeName] != nil {
+			uid, current := machine(entry)
+			if _, taken := state.uid[entry.NodeName]; !current || taken || winner[entry.NodeName] != i {
 				slice.dirty = true
 				continue
 			}
+			// An adopted entry is written again with its UID first, so that
+			// it is adopted once.
+			slice.dirty = slice.dirty || entry.NodeUID != uid
 			slice.nodes = append(slice.nodes, entry.NodeName)
-			entries[entry.NodeName] = entry.Containers
+			state.uid[entry.NodeName] = uid
+			entries[model.NodeRef{Name: entry.NodeName, UID: uid}] = entry.Containers
 			state.size[entry.NodeName] = entrySize(entry)
 			slice.bytes += state.size[entry.NodeName]
 			// A node counts as live when loaded: the grace period runs from here.
@@ -185,16 +207,17 @@ func (s *CheckpointStore) Loaded(vpa types.UID) bool {
 	return s.vpas[vpa] != nil
 }
 
-// Holds tells whether the store keeps a checkpoint of the node for the VPA.
-func (s *CheckpointStore) Holds(vpa types.UID, node string) bool {
+// Holds tells whether the store keeps a checkpoint of the node (of that
+// machine) for the VPA.
+func (s *CheckpointStore) Holds(vpa types.UID, node model.NodeRef) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	state := s.vpas[vpa]
 	if state == nil {
 		return false
 	}
-	_, held := state.lastLive[node]
-	return held
+	_, held := state.lastLive[node.Name]
+	return held && state.uid[node.Name] == node.UID
 }
 
 type checkpointWrite struct {
@@ -226,14 +249,14 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 			continue
 		}
 		if state.stale {
-			fresh, _, err := s.list(ctx, h.VPA)
+			fresh, _, err := s.list(ctx, h.VPA, h.NodeUIDs)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			for node, last := range state.lastLive {
 				if _, found := fresh.lastLive[node]; !found {
-					fresh.lastLive[node] = last
+					fresh.lastLive[node], fresh.uid[node] = last, state.uid[node]
 				}
 			}
 			state = fresh
@@ -275,13 +298,32 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 // plan updates the state's slices (nodes gone out, new nodes in) and returns
 // the writes the VPA needs.
 func (s *CheckpointStore) plan(state *vpaCheckpoints, h *NodeHistory, now time.Time) []checkpointWrite {
+	live := make(map[string]bool, len(h.Live))
+	// Nodes whose name another machine has now: the entry they have is the
+	// earlier machine's, it goes, and the node comes in as a new one.
+	replaced := map[string]bool{}
 	for node := range h.Live {
-		state.lastLive[node] = now
+		if uid, held := state.uid[node.Name]; held && uid != node.UID {
+			replaced[node.Name] = true
+			delete(state.size, node.Name)
+		}
+		live[node.Name] = true
+		state.lastLive[node.Name] = now
+		state.uid[node.Name] = node.UID
 	}
 	for node, last := range state.lastLive {
-		if !h.Live[node] && (now.Sub(last) >= s.GracePeriod || (h.Exists != nil && !h.Exists(node))) {
+		if live[node] {
+			continue
+		}
+		gone := false
+		if h.NodeUIDs != nil {
+			uid, exists := h.NodeUIDs(node)
+			gone = !exists || uid != state.uid[node]
+		}
+		if gone || now.Sub(last) >= s.GracePeriod {
 			delete(state.lastLive, node)
 			delete(state.size, node)
+			delete(state.uid, node)
 		}
 	}
 
@@ -292,7 +334,7 @@ func (s *CheckpointStore) plan(state *vpaCheckpoints, h *NodeHistory, now time.T
 		for _, node := range slice.nodes {
 			_, held := state.lastLive[node]
 			// A slice whose entries grew past MaxBytes lets its last nodes go.
-			if !held || placed[node] || (len(kept) > 0 && slice.bytes+state.size[node] > s.MaxBytes) {
+			if !held || replaced[node] || placed[node] || (len(kept) > 0 && slice.bytes+state.size[node] > s.MaxBytes) {
 				slice.dirty = true
 				continue
 			}
@@ -303,19 +345,20 @@ func (s *CheckpointStore) plan(state *vpaCheckpoints, h *NodeHistory, now time.T
 		slice.nodes = kept
 	}
 
-	var unplaced, unsized []string
+	var unplaced []string
+	var unsized []model.NodeRef
 	for node := range state.lastLive {
 		if !placed[node] {
 			unplaced = append(unplaced, node)
 			if _, sized := state.size[node]; !sized {
-				unsized = append(unsized, node)
+				unsized = append(unsized, model.NodeRef{Name: node, UID: state.uid[node]})
 			}
 		}
 	}
 	sort.Strings(unplaced)
 	if len(unsized) > 0 {
 		for node, containers := range h.Checkpoints(unsized) {
-			state.size[node] = entrySize(vpa_alpha.NodeCheckpoint{NodeName: node, Containers: containers})
+			state.size[node.Name] = entrySize(vpa_alpha.NodeCheckpoint{NodeName: node.Name, NodeUID: node.UID, Containers: containers})
 		}
 	}
 	for _, node := range unplaced {
@@ -368,19 +411,23 @@ func (s *CheckpointStore) write(ctx context.Context, w checkpointWrite, now time
 		return nil
 	}
 
-	checkpoints := w.history.Checkpoints(slice.nodes)
+	nodes := make([]model.NodeRef, len(slice.nodes))
+	for i, node := range slice.nodes {
+		nodes[i] = model.NodeRef{Name: node, UID: w.state.uid[node]}
+	}
+	checkpoints := w.history.Checkpoints(nodes)
 	obj := newCheckpointSlice(w.history.VPA)
 	obj.Name, obj.ResourceVersion = slice.name, slice.resourceVersion
 	slice.bytes = 0
-	for i, node := range slice.nodes {
-		entry := vpa_alpha.NodeCheckpoint{NodeName: node, Containers: checkpoints[node]}
+	for i, node := range nodes {
+		entry := vpa_alpha.NodeCheckpoint{NodeName: node.Name, NodeUID: node.UID, Containers: checkpoints[node]}
 		size := entrySize(entry)
 		if i > 0 && slice.bytes+size > s.MaxBytes {
 			// Grown since planned: the rest waits for a slice with room.
 			slice.nodes = slice.nodes[:i]
 			break
 		}
-		w.state.size[node] = size
+		w.state.size[node.Name] = size
 		slice.bytes += size
 		obj.Nodes = append(obj.Nodes, entry)
 	}

@@ -20,6 +20,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +34,7 @@ import (
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 )
 
 // checkpointFixture is a CheckpointStore on a fake API server that names
@@ -63,14 +67,20 @@ func newCheckpointFixture(objects ...runtime.Object) *checkpointFixture {
 	return f
 }
 
-// history is a VPA whose live nodes have entries of about entryBytes each.
+// existingNodes tells that every node exists, as machine uid-<name>.
+func existingNodes(name string) (types.UID, bool) {
+	return ref(name).UID, true
+}
+
+// history is a VPA whose live nodes (machines uid-<name>) have entries of
+// about entryBytes each.
 func history(live []string, entryBytes int, at time.Time) NodeHistory {
-	h := NodeHistory{VPA: testVPA, Live: map[string]bool{}}
+	h := NodeHistory{VPA: testVPA, Live: map[model.NodeRef]bool{}, NodeUIDs: existingNodes}
 	for _, n := range live {
-		h.Live[n] = true
+		h.Live[ref(n)] = true
 	}
-	h.Checkpoints = func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint {
-		out := map[string][]vpa_alpha.ContainerCheckpoint{}
+	h.Checkpoints = func(nodes []model.NodeRef) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
+		out := map[model.NodeRef][]vpa_alpha.ContainerCheckpoint{}
 		for _, n := range nodes {
 			weights := map[int]uint32{}
 			// "123":10000, is 12 bytes.
@@ -98,7 +108,7 @@ func nodeNames(n int) []string {
 // load loads the checkpoints of testVPA, which Store needs before it writes.
 func (f *checkpointFixture) load(t *testing.T) {
 	t.Helper()
-	if _, err := f.store.Load(context.TODO(), testVPA); err != nil {
+	if _, err := f.store.Load(context.TODO(), testVPA, existingNodes); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,10 +214,10 @@ func TestCheckpointStoreStickyAndGC(t *testing.T) {
 	f.store.MaxWrites = 1
 
 	// node-0005's pod is gone: it keeps its checkpoint for the grace period.
-	delete(h.Live, "node-0005")
+	delete(h.Live, ref("node-0005"))
 	f.now = f.now.Add(5 * time.Minute)
 	f.store1(t, h)
-	if nodes, _ := f.stored(t); nodes["node-0005"] == "" || !f.store.Holds("uid", "node-0005") {
+	if nodes, _ := f.stored(t); nodes["node-0005"] == "" || !f.store.Holds("uid", ref("node-0005")) {
 		t.Errorf("node-0005 lost its checkpoint within the grace period")
 	}
 	// After it, the slice that held it is the one write of the loop.
@@ -219,7 +229,7 @@ func TestCheckpointStoreStickyAndGC(t *testing.T) {
 		t.Fatalf("%+v, want one write", stats)
 	}
 	nodes, _ := f.stored(t)
-	if _, found := nodes["node-0005"]; found || f.store.Holds("uid", "node-0005") {
+	if _, found := nodes["node-0005"]; found || f.store.Holds("uid", ref("node-0005")) {
 		t.Errorf("node-0005 kept its checkpoint after the grace period")
 	}
 	if f.writes[before["node-0005"]] != 1 {
@@ -227,15 +237,20 @@ func TestCheckpointStoreStickyAndGC(t *testing.T) {
 	}
 
 	// A node that no longer exists goes at once.
-	delete(h.Live, "node-0006")
-	h.Exists = func(node string) bool { return node != "node-0006" }
+	delete(h.Live, ref("node-0006"))
+	h.NodeUIDs = func(node string) (types.UID, bool) {
+		if node == "node-0006" {
+			return "", false
+		}
+		return existingNodes(node)
+	}
 	f.store1(t, h)
-	if f.store.Holds("uid", "node-0006") {
+	if f.store.Holds("uid", ref("node-0006")) {
 		t.Errorf("node-0006 is gone but keeps its checkpoint")
 	}
 
 	// A new node takes the room left; nodes that stayed do not move.
-	h.Live["node-0100"] = true
+	h.Live[ref("node-0100")] = true
 	f.store.MaxWrites = 100
 	f.store1(t, h)
 	after, _ := f.stored(t)
@@ -252,7 +267,7 @@ func TestCheckpointStoreStickyAndGC(t *testing.T) {
 func TestCheckpointStoreLoad(t *testing.T) {
 	at := time.Now().Add(-time.Hour)
 	entry := func(node string, at time.Time) vpa_alpha.NodeCheckpoint {
-		return vpa_alpha.NodeCheckpoint{NodeName: node, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
+		return vpa_alpha.NodeCheckpoint{NodeName: node, NodeUID: ref(node).UID, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
 			Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{LastUpdateTime: metav1.NewTime(at), TotalSamplesCount: int(at.Unix() % 1000)}}}}
 	}
 	slice := func(name string, uid string, nodes ...vpa_alpha.NodeCheckpoint) *vpa_alpha.VerticalPodAutoscalerCheckpointSlice {
@@ -271,14 +286,14 @@ func TestCheckpointStoreLoad(t *testing.T) {
 		// The slice of an earlier VPA of the same name.
 		slice("agent-checkpoint-old", "old", entry("node-9", at)),
 	)
-	loaded, err := f.store.Load(context.TODO(), testVPA)
+	loaded, err := f.store.Load(context.TODO(), testVPA, existingNodes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(loaded) != 3 || loaded["node-9"] != nil {
+	if len(loaded) != 3 || loaded[ref("node-9")] != nil {
 		t.Fatalf("loaded nodes %v, want node-1, node-2, node-3", loaded)
 	}
-	if got := loaded["node-2"][0].Checkpoint.LastUpdateTime.Time; !got.Equal(at.Add(time.Minute).Truncate(time.Second)) && !got.Equal(at.Add(time.Minute)) {
+	if got := loaded[ref("node-2")][0].Checkpoint.LastUpdateTime.Time; !got.Equal(at.Add(time.Minute).Truncate(time.Second)) && !got.Equal(at.Add(time.Minute)) {
 		t.Errorf("node-2 loaded from %v, want the newer entry of %v", got, at.Add(time.Minute))
 	}
 	// The next store writes slice a without node-2 and leaves the old VPA's slice alone.
@@ -305,12 +320,85 @@ func TestCheckpointStoreWritesOnlyLoadedVPAs(t *testing.T) {
 	if stats := f.store1(t, h); stats.Writes != 0 || len(f.writes) != 0 {
 		t.Fatalf("before the load: %+v, writes %v; want none", stats, f.writes)
 	}
-	if f.store.Holds("uid", "node-0000") {
+	if f.store.Holds("uid", ref("node-0000")) {
 		t.Errorf("the store holds node-0000 before the load")
 	}
 
 	f.load(t)
 	if stats := f.store1(t, h); stats.Writes != 1 || f.writes["agent-checkpoint-a"] != 1 {
 		t.Errorf("after the load: %+v, writes %v; want one, of agent-checkpoint-a", stats, f.writes)
+	}
+}
+
+// TestCheckpointStoreNodeIdentity: the history of a node belongs to its
+// machine (UID): the entry of an earlier machine of the name, or of a node that
+// is gone, is not loaded; an entry without UID (written before entries had
+// one) is adopted by the node that has the name and written with its UID; a
+// node whose name another machine takes loses its entry at once.
+func TestCheckpointStoreNodeIdentity(t *testing.T) {
+	entry := func(node string, uid types.UID) vpa_alpha.NodeCheckpoint {
+		return vpa_alpha.NodeCheckpoint{NodeName: node, NodeUID: uid, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
+			Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{TotalSamplesCount: 1000}}}}
+	}
+	persisted := newCheckpointSlice(testVPA)
+	persisted.Name = "agent-checkpoint-a"
+	persisted.Nodes = []vpa_alpha.NodeCheckpoint{
+		entry("same", ref("same").UID),
+		entry("replaced", "uid-earlier-machine"),
+		entry("unversioned", ""),
+		entry("gone", ref("gone").UID),
+		entry("gone-unversioned", ""),
+	}
+	f := newCheckpointFixture(persisted)
+	nodeUIDs := func(name string) (types.UID, bool) {
+		if strings.HasPrefix(name, "gone") {
+			return "", false
+		}
+		return existingNodes(name)
+	}
+	loaded, err := f.store.Load(context.TODO(), testVPA, nodeUIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []model.NodeRef
+	for node := range loaded {
+		got = append(got, node)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
+	if want := []model.NodeRef{ref("same"), ref("unversioned")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded %v, want %v", got, want)
+	}
+
+	// The slice is written with the UIDs, without the entries that are not loaded.
+	h := history([]string{"same", "unversioned"}, 100, f.now)
+	h.NodeUIDs = nodeUIDs
+	if stats := f.store1(t, h); stats.Writes != 1 {
+		t.Fatalf("%+v, want one write", stats)
+	}
+	_, slices := f.stored(t)
+	if len(slices) != 1 || !reflect.DeepEqual(slices[0].Nodes, []vpa_alpha.NodeCheckpoint{
+		{NodeName: "same", NodeUID: ref("same").UID, Containers: h.Checkpoints([]model.NodeRef{ref("same")})[ref("same")]},
+		{NodeName: "unversioned", NodeUID: ref("unversioned").UID, Containers: h.Checkpoints([]model.NodeRef{ref("unversioned")})[ref("unversioned")]},
+	}) {
+		t.Errorf("stored %+v", slices)
+	}
+
+	// Another machine takes the name "same": its entry is the new machine's at once.
+	h.Live = map[model.NodeRef]bool{{Name: "same", UID: "uid-new-machine"}: true, ref("unversioned"): true}
+	h.NodeUIDs = func(name string) (types.UID, bool) {
+		if name == "same" {
+			return "uid-new-machine", true
+		}
+		return nodeUIDs(name)
+	}
+	f.store1(t, h)
+	if f.store.Holds("uid", ref("same")) || !f.store.Holds("uid", model.NodeRef{Name: "same", UID: "uid-new-machine"}) {
+		t.Errorf("the store holds the earlier machine of node same")
+	}
+	_, slices = f.stored(t)
+	for _, n := range slices[0].Nodes {
+		if n.NodeName == "same" && n.NodeUID != "uid-new-machine" {
+			t.Errorf("node same is stored with UID %q, want uid-new-machine", n.NodeUID)
+		}
 	}
 }

@@ -18,8 +18,8 @@ package nodescope
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -36,8 +36,8 @@ type Nodes struct {
 }
 
 // NewNodes returns Nodes over the given pod lister and a node informer of the
-// factory, which keeps only what eligibility needs of a node (name, labels,
-// taints) so that the cache stays small on large clusters.
+// factory, which keeps only what eligibility and identity need of a node
+// (name, UID, labels, taints) so that the cache stays small on large clusters.
 func NewNodes(pods listersv1.PodLister, factory informers.SharedInformerFactory) *Nodes {
 	informer := factory.Core().V1().Nodes()
 	if err := informer.Informer().SetTransform(stripNode); err != nil {
@@ -63,24 +63,28 @@ func stripNode(obj any) (any, error) {
 // required node affinity match the node. It reads the pod's own spec, which
 // holds the DaemonSet's template and the tolerations the DaemonSet controller
 // adds (not-ready, unreachable, unschedulable, pressure conditions). A pod or
-// node that is not known is not eligible.
-func (n *Nodes) Eligible(podID model.PodID, nodeName string) bool {
+// node that is not known is not eligible, nor a node whose name another
+// machine (UID) has now.
+func (n *Nodes) Eligible(podID model.PodID, ref model.NodeRef) bool {
 	pod, err := n.Pods.Pods(podID.Namespace).Get(podID.PodName)
 	if err != nil {
 		return false
 	}
-	node, err := n.Nodes.Get(nodeName)
-	if err != nil {
+	node, err := n.Nodes.Get(ref.Name)
+	if err != nil || node.UID != ref.UID {
 		return false
 	}
 	return CanRunOn(pod, node)
 }
 
-// Exists tells whether the node exists (a lookup error other than not found
-// counts as existing).
-func (n *Nodes) Exists(nodeName string) bool {
-	_, err := n.Nodes.Get(nodeName)
-	return !apierrors.IsNotFound(err)
+// NodeUID returns the UID of the node of the given name, and whether the node
+// exists.
+func (n *Nodes) NodeUID(nodeName string) (types.UID, bool) {
+	node, err := n.Nodes.Get(nodeName)
+	if err != nil {
+		return "", false
+	}
+	return node.UID, true
 }
 
 // CanRunOn tells whether the pod may run on the node: it tolerates the node's

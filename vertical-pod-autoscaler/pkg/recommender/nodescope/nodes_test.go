@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -53,7 +54,7 @@ func daemonPod(node string, nodeSelector map[string]string, terms []corev1.NodeS
 }
 
 func node(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
 }
 
 func TestCanRunOn(t *testing.T) {
@@ -119,19 +120,25 @@ func TestNodes(t *testing.T) {
 		t.Errorf("cached node: %d images, %d taints; want the taints only", len(cached.Status.Images), len(cached.Spec.Taints))
 	}
 	for _, tc := range []struct {
-		pod, node      string
-		eligible, gone bool
+		pod      string
+		node     model.NodeRef
+		eligible bool
 	}{
-		{pod: "agent-plain", node: "plain", eligible: true},
-		{pod: "agent-big", node: "big", eligible: false},
-		{pod: "agent-unknown", node: "plain", eligible: false},
-		{pod: "agent-plain", node: "gone", eligible: false, gone: true},
+		{pod: "agent-plain", node: model.NodeRef{Name: "plain", UID: "uid-plain"}, eligible: true},
+		{pod: "agent-big", node: model.NodeRef{Name: "big", UID: "uid-big"}, eligible: false},
+		{pod: "agent-unknown", node: model.NodeRef{Name: "plain", UID: "uid-plain"}, eligible: false},
+		{pod: "agent-plain", node: model.NodeRef{Name: "gone", UID: "uid-gone"}, eligible: false},
+		// An earlier machine of the same name.
+		{pod: "agent-plain", node: model.NodeRef{Name: "plain", UID: "uid-earlier"}, eligible: false},
 	} {
 		if got := nodes.Eligible(model.PodID{Namespace: "default", PodName: tc.pod}, tc.node); got != tc.eligible {
-			t.Errorf("Eligible(%s, %s) = %v, want %v", tc.pod, tc.node, got, tc.eligible)
+			t.Errorf("Eligible(%s, %v) = %v, want %v", tc.pod, tc.node, got, tc.eligible)
 		}
-		if got := nodes.Exists(tc.node); got == tc.gone {
-			t.Errorf("Exists(%s) = %v", tc.node, got)
-		}
+	}
+	if uid, found := nodes.NodeUID("plain"); uid != "uid-plain" || !found {
+		t.Errorf("NodeUID(plain) = %q, %v; want uid-plain, true", uid, found)
+	}
+	if uid, found := nodes.NodeUID("gone"); uid != "" || found {
+		t.Errorf("NodeUID(gone) = %q, %v; want none", uid, found)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 )
 
 // Plan is what a Write changes: the slices to create, to update and to delete.
@@ -45,18 +46,25 @@ type Plan struct {
 func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete) }
 
 // PlanSlices computes the slices of a VPA from its current slices and the
-// recommendations of its live nodes. recs maps each live node to its
-// recommendation, or to nil when the node's own history is not sufficient yet:
-// such a node keeps the entry it has (for instance from before a restart of the
-// recommender) and gets none otherwise. Nodes missing from recs lose their entry.
+// recommendations of its live nodes. recs maps each live node (at most one of
+// a name) to its recommendation, or to nil when the node's own history is not
+// sufficient yet: such a node keeps the entry it has (for instance from before
+// a restart of the recommender) and gets none otherwise. An entry of an earlier
+// machine of the node's name (another UID) is not the node's; an entry without
+// UID, written before entries had one, is taken as the node's and gets its UID.
+// Nodes missing from recs lose their entry.
 //
 // Nodes stay in their slice (sticky, as EndpointSlices): a node without an
 // entry goes to the first slice with room, in the order of the slices' names,
 // and new slices are made only when all are full. A slice is rewritten only when
 // its content changes, and deleted when it holds no node.
-func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[string]*vpa_types.RecommendedPodResources) Plan {
+func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) Plan {
 	existing = slices.Clone(existing)
 	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
+	live := make(map[string]model.NodeRef, len(recs))
+	for node := range recs {
+		live[node.Name] = node
+	}
 
 	var plan Plan
 	placed := map[string]bool{}
@@ -66,27 +74,32 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 		s := old.DeepCopy()
 		s.Nodes = s.Nodes[:0]
 		for _, entry := range old.Nodes {
-			rec, live := recs[entry.NodeName]
-			if !live || placed[entry.NodeName] {
+			node, isLive := live[entry.NodeName]
+			if !isLive || placed[entry.NodeName] {
+				continue
+			}
+			switch rec := recs[node]; {
+			case rec != nil:
+				entry = vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *rec}
+			case entry.NodeUID == "":
+				entry.NodeUID = node.UID
+			case entry.NodeUID != node.UID:
 				continue
 			}
 			placed[entry.NodeName] = true
-			if rec != nil {
-				entry = vpa_alpha.NodeRecommendation{NodeName: entry.NodeName, Recommendation: *rec}
-			}
 			s.Nodes = append(s.Nodes, entry)
 		}
 		open = append(open, s)
 		changed = append(changed, !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0))
 	}
 
-	var newNodes []string
+	var newNodes []model.NodeRef
 	for node, rec := range recs {
-		if rec != nil && !placed[node] {
+		if rec != nil && !placed[node.Name] {
 			newNodes = append(newNodes, node)
 		}
 	}
-	sort.Strings(newNodes)
+	sort.Slice(newNodes, func(i, j int) bool { return newNodes[i].Name < newNodes[j].Name })
 	i := 0
 	for _, node := range newNodes {
 		for i < len(open) && len(open[i].Nodes) >= vpa_alpha.MaxNodesPerSlice {
@@ -96,7 +109,7 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			open = append(open, newSlice(vpa))
 			changed = append(changed, true)
 		}
-		open[i].Nodes = append(open[i].Nodes, vpa_alpha.NodeRecommendation{NodeName: node, Recommendation: *recs[node]})
+		open[i].Nodes = append(open[i].Nodes, vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *recs[node]})
 		changed[i] = true
 	}
 
@@ -141,7 +154,7 @@ type Writer struct {
 // Write brings the slices of the VPA in line with recs (see PlanSlices). It
 // reads the VPA's current slices from the API server rather than from a cache,
 // so that a slice it created in the previous loop is never created twice.
-func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (Plan, error) {
+func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) (Plan, error) {
 	client := w.Client.VerticalPodAutoscalerSlices(vpa.Namespace)
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {

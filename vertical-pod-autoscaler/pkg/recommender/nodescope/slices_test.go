@@ -21,11 +21,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 )
 
 func rec(milli int64) *vpa_types.RecommendedPodResources {
@@ -35,10 +38,15 @@ func rec(milli int64) *vpa_types.RecommendedPodResources {
 	}}}
 }
 
-func nodeRecs(n int, milli int64) map[string]*vpa_types.RecommendedPodResources {
-	recs := map[string]*vpa_types.RecommendedPodResources{}
+// ref is the node of the given name, as machine uid-<name>.
+func ref(name string) model.NodeRef {
+	return model.NodeRef{Name: name, UID: types.UID("uid-" + name)}
+}
+
+func nodeRecs(n int, milli int64) map[model.NodeRef]*vpa_types.RecommendedPodResources {
+	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{}
 	for i := range n {
-		recs[fmt.Sprintf("node-%04d", i)] = rec(milli)
+		recs[ref(fmt.Sprintf("node-%04d", i))] = rec(milli)
 	}
 	return recs
 }
@@ -98,7 +106,7 @@ func TestPlanSlices(t *testing.T) {
 	}
 
 	changed := nodeRecs(250, 100)
-	changed["node-0007"] = rec(300)
+	changed[ref("node-0007")] = rec(300)
 	plan = PlanSlices(testVPA, slices, changed)
 	if plan.Writes() != 1 || len(plan.Update) != 1 || plan.Update[0].Name != before["node-0007"] {
 		t.Errorf("one node changed: %d writes, want one update of %s", plan.Writes(), before["node-0007"])
@@ -106,8 +114,8 @@ func TestPlanSlices(t *testing.T) {
 
 	// A node without enough history keeps its entry; a new one gets none.
 	insufficient := nodeRecs(250, 100)
-	insufficient["node-0008"] = nil
-	insufficient["node-9999"] = nil
+	insufficient[ref("node-0008")] = nil
+	insufficient[ref("node-9999")] = nil
 	if plan := PlanSlices(testVPA, slices, insufficient); plan.Writes() != 0 {
 		t.Errorf("nodes without enough history: %d writes, want none", plan.Writes())
 	}
@@ -115,9 +123,9 @@ func TestPlanSlices(t *testing.T) {
 	// Nodes go: their slices are rewritten, the others are not; a node that
 	// comes takes the free room of the first slice; the rest stay where they are.
 	fewer := nodeRecs(250, 100)
-	delete(fewer, "node-0003")
-	delete(fewer, "node-0004")
-	fewer["node-0250"] = rec(100)
+	delete(fewer, ref("node-0003"))
+	delete(fewer, ref("node-0004"))
+	fewer[ref("node-0250")] = rec(100)
 	plan = PlanSlices(testVPA, slices, fewer)
 	if plan.Writes() != 1 {
 		t.Errorf("two nodes gone and one new: %d writes, want 1 (the slice of the gone nodes takes the new one)", plan.Writes())
@@ -136,5 +144,32 @@ func TestPlanSlices(t *testing.T) {
 	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100))
 	if len(plan.Delete) != 1 || plan.Writes() != 1 {
 		t.Errorf("the last 50 nodes gone: %d deletes, %d writes; want one delete", len(plan.Delete), plan.Writes())
+	}
+}
+
+// TestPlanSlicesNodeIdentity: a node without enough history of its own does not
+// keep the entry of an earlier machine of its name; an entry without UID
+// (written before entries had one) is taken as the node's and gets its UID.
+func TestPlanSlicesNodeIdentity(t *testing.T) {
+	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100)))
+	existing[0].Nodes[1].NodeUID = "" // node-0001, as the previous version wrote it
+
+	recs := nodeRecs(3, 100)
+	delete(recs, ref("node-0000"))
+	recs[model.NodeRef{Name: "node-0000", UID: "uid-new-machine"}] = nil
+	recs[ref("node-0001")] = nil
+	plan := PlanSlices(testVPA, existing, recs)
+	if len(plan.Update) != 1 || plan.Writes() != 1 {
+		t.Fatalf("%d writes, want one update", plan.Writes())
+	}
+	want := []vpa_alpha.NodeRecommendation{
+		{NodeName: "node-0001", NodeUID: ref("node-0001").UID, Recommendation: *rec(100)},
+		{NodeName: "node-0002", NodeUID: ref("node-0002").UID, Recommendation: *rec(100)},
+	}
+	if got := plan.Update[0].Nodes; !apiequality.Semantic.DeepEqual(got, want) {
+		t.Errorf("entries %+v, want %+v", got, want)
+	}
+	if plan := PlanSlices(testVPA, apply(existing, plan), recs); plan.Writes() != 0 {
+		t.Errorf("the same recommendations again: %d writes, want none", plan.Writes())
 	}
 }

@@ -96,13 +96,13 @@ func TestLongVPANames(t *testing.T) {
 
 			h := history([]string{"node-0000", "node-0001"}, 100, f.now)
 			h.VPA = vpa
-			if _, err := f.store.Load(ctx, vpa); err != nil {
+			if _, err := f.store.Load(ctx, vpa, existingNodes); err != nil {
 				t.Fatalf("load: %v", err)
 			}
 			if _, err := f.store.Store(ctx, f.now, []NodeHistory{h}); err != nil {
 				t.Fatalf("store: %v", err)
 			}
-			loaded, err := NewCheckpointStore(f.client.AutoscalingV1alpha1()).Load(ctx, vpa)
+			loaded, err := NewCheckpointStore(f.client.AutoscalingV1alpha1()).Load(ctx, vpa, existingNodes)
 			if err != nil || len(loaded) != 2 {
 				t.Fatalf("a new store loads %d nodes (%v), want 2", len(loaded), err)
 			}

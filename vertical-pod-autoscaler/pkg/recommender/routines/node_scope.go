@@ -42,8 +42,9 @@ import (
 type NodeScope struct {
 	// Writer stores the per-node recommendations.
 	Writer NodeScopeWriter
-	// Nodes tells which nodes the DaemonSet can run on; nil: every node
-	// that runs a pod of it.
+	// Nodes tells which nodes the DaemonSet can run on, and the UIDs of
+	// nodes; nil: every node that runs a pod of it, and no pod is kept by
+	// node (the gate is off).
 	Nodes NodeChecker
 	// Checkpoints stores the per-node history; nil: none is stored.
 	Checkpoints NodeCheckpointStore
@@ -60,7 +61,7 @@ type NodeScope struct {
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
 type NodeScopeWriter interface {
-	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[string]*vpa_types.RecommendedPodResources) (nodescope.Plan, error)
+	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) (nodescope.Plan, error)
 }
 
 // NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
@@ -71,18 +72,20 @@ type NodeScopeCleaner interface {
 
 // NodeChecker tells which nodes count for a VPA with scope node.
 type NodeChecker interface {
-	// Eligible tells whether the DaemonSet of the pod can run on the node.
-	Eligible(pod model.PodID, node string) bool
-	// Exists tells whether the node exists.
-	Exists(node string) bool
+	// Eligible tells whether the node exists (as that machine) and the
+	// DaemonSet of the pod can run on it.
+	Eligible(pod model.PodID, node model.NodeRef) bool
+	// NodeUID returns the UID of the node of the given name, and whether the
+	// node exists.
+	NodeUID(name string) (types.UID, bool)
 }
 
 // NodeCheckpointStore stores the per-node history of VPAs with scope node.
 type NodeCheckpointStore interface {
-	Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler) (map[string][]vpa_alpha.ContainerCheckpoint, error)
+	Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, nodeUIDs model.NodeUIDs) (map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, error)
 	Store(ctx context.Context, now time.Time, histories []nodescope.NodeHistory) (nodescope.StoreStats, error)
 	Loaded(vpa types.UID) bool
-	Holds(vpa types.UID, node string) bool
+	Holds(vpa types.UID, node model.NodeRef) bool
 }
 
 // NewNodeScope returns the NodeScope of the recommender. With the
@@ -107,11 +110,20 @@ func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConf
 	return scope
 }
 
+// NodeUIDs returns the UIDs of the nodes (nil without Nodes), by which the
+// cluster feeder keeps the pods of VPAs with scope node by machine.
+func (s NodeScope) NodeUIDs() model.NodeUIDs {
+	if s.Nodes == nil {
+		return nil
+	}
+	return s.Nodes.NodeUID
+}
+
 // liveNodes returns the nodes of the VPA's live pods that the DaemonSet can
 // run on, and the pods by node.
-func (r *recommender) liveNodes(vpa *model.Vpa) (map[string]bool, map[string][]model.PodID) {
+func (r *recommender) liveNodes(vpa *model.Vpa) (map[model.NodeRef]bool, map[model.NodeRef][]model.PodID) {
 	pods := r.clusterState.NodePods(vpa)
-	live := make(map[string]bool, len(pods))
+	live := make(map[model.NodeRef]bool, len(pods))
 	for node, podIDs := range pods {
 		for _, pod := range podIDs {
 			if r.nodeScope.Nodes == nil || r.nodeScope.Nodes.Eligible(pod, node) {
@@ -128,10 +140,10 @@ func (r *recommender) liveNodes(vpa *model.Vpa) (map[string]bool, map[string][]m
 // post-processors (so the same resource policy) as the VPA's own
 // recommendation. A node whose pod has less than minHistory of history (its
 // own and checkpointed) maps to nil.
-func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[string]bool, minHistory time.Duration, observedVpa *vpa_types.VerticalPodAutoscaler,
+func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[model.NodeRef]bool, minHistory time.Duration, observedVpa *vpa_types.VerticalPodAutoscaler,
 	recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
-) map[string]*vpa_types.RecommendedPodResources {
-	recs := map[string]*vpa_types.RecommendedPodResources{}
+) map[model.NodeRef]*vpa_types.RecommendedPodResources {
+	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{}
 	for node, containers := range cluster.NodeAggregations(vpa, nodes) {
 		autoscaled := model.ContainerNameToAggregateStateMap{}
 		enough := len(containers) > 0
@@ -161,12 +173,12 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[s
 // the given nodes. As upstream's checkpoint writer does for the VPA-wide
 // checkpoints, it leaves out the memory peak of the current aggregation window
 // of each container, which would count twice after a restore.
-func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[string][]model.PodID, nodes []string, now time.Time) map[string][]vpa_alpha.ContainerCheckpoint {
-	set := make(map[string]bool, len(nodes))
+func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[model.NodeRef][]model.PodID, nodes []model.NodeRef, now time.Time) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
+	set := make(map[model.NodeRef]bool, len(nodes))
 	for _, node := range nodes {
 		set[node] = true
 	}
-	result := make(map[string][]vpa_alpha.ContainerCheckpoint, len(nodes))
+	result := make(map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, len(nodes))
 	for node, containers := range cluster.NodeAggregations(vpa, set) {
 		for _, podID := range pods[node] {
 			pod := cluster.Pods()[podID]
@@ -183,7 +195,7 @@ func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[string
 		for name, state := range containers {
 			checkpoint, err := state.SaveToCheckpoint()
 			if err != nil {
-				klog.ErrorS(err, "Cannot checkpoint the history of a node", "vpa", klog.KRef(vpa.ID.Namespace, vpa.ID.VpaName), "node", node, "container", name)
+				klog.ErrorS(err, "Cannot checkpoint the history of a node", "vpa", klog.KRef(vpa.ID.Namespace, vpa.ID.VpaName), "node", node.Name, "container", name)
 				continue
 			}
 			entry = append(entry, vpa_alpha.ContainerCheckpoint{ContainerName: name, Checkpoint: *checkpoint})
@@ -201,18 +213,18 @@ func (r *recommender) loadNodeCheckpoints(ctx context.Context, vpa *model.Vpa, o
 	if r.nodeScope.Checkpoints == nil || !r.useCheckpoints || r.nodeScope.Checkpoints.Loaded(observedVpa.UID) {
 		return
 	}
-	loaded, err := r.nodeScope.Checkpoints.Load(ctx, observedVpa)
+	loaded, err := r.nodeScope.Checkpoints.Load(ctx, observedVpa, r.nodeScope.NodeUIDs())
 	if err != nil {
 		klog.ErrorS(err, "Cannot load the per-node checkpoints of VPA, retrying in the next loop", "vpa", klog.KObj(observedVpa))
 		return
 	}
-	states := make(map[string]model.ContainerNameToAggregateStateMap, len(loaded))
+	states := make(map[model.NodeRef]model.ContainerNameToAggregateStateMap, len(loaded))
 	for node, containers := range loaded {
 		states[node] = model.ContainerNameToAggregateStateMap{}
 		for _, c := range containers {
 			state := model.NewAggregateContainerState()
 			if err := state.LoadFromCheckpoint(&c.Checkpoint); err != nil {
-				klog.ErrorS(err, "Cannot load the checkpoint of a node", "vpa", klog.KObj(observedVpa), "node", node, "container", c.ContainerName)
+				klog.ErrorS(err, "Cannot load the checkpoint of a node", "vpa", klog.KObj(observedVpa), "node", node.Name, "container", c.ContainerName)
 				continue
 			}
 			states[node][c.ContainerName] = state
@@ -255,17 +267,14 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 			continue
 		}
 		live, pods := r.liveNodes(vpa)
-		h := nodescope.NodeHistory{
-			VPA:  observed,
-			Live: live,
-			Checkpoints: func(nodes []string) map[string][]vpa_alpha.ContainerCheckpoint {
+		histories = append(histories, nodescope.NodeHistory{
+			VPA:      observed,
+			Live:     live,
+			NodeUIDs: r.nodeScope.NodeUIDs(),
+			Checkpoints: func(nodes []model.NodeRef) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
 				return NodeCheckpoints(r.clusterState, vpa, pods, nodes, now)
 			},
-		}
-		if r.nodeScope.Nodes != nil {
-			h.Exists = r.nodeScope.Nodes.Exists
-		}
-		histories = append(histories, h)
+		})
 		vpas = append(vpas, vpa)
 	}
 	stats, err := r.nodeScope.Checkpoints.Store(ctx, now, histories)

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
@@ -34,14 +35,27 @@ import (
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
 )
 
-// fakeNodes is a NodeChecker with nodes the DaemonSet cannot run on and
-// nodes that are gone.
-type fakeNodes struct{ ineligible, gone map[string]bool }
-
-func (n fakeNodes) Eligible(_ model.PodID, node string) bool {
-	return !n.ineligible[node] && !n.gone[node]
+// fakeNodes is a NodeChecker with nodes the DaemonSet cannot run on, nodes
+// that are gone, and the UIDs of nodes (uid-<name> when not given).
+type fakeNodes struct {
+	ineligible, gone map[string]bool
+	uids             map[string]types.UID
 }
-func (n fakeNodes) Exists(node string) bool { return !n.gone[node] }
+
+func (n fakeNodes) Eligible(_ model.PodID, node model.NodeRef) bool {
+	uid, exists := n.NodeUID(node.Name)
+	return exists && uid == node.UID && !n.ineligible[node.Name]
+}
+
+func (n fakeNodes) NodeUID(name string) (types.UID, bool) {
+	if n.gone[name] {
+		return "", false
+	}
+	if uid, found := n.uids[name]; found {
+		return uid, true
+	}
+	return types.UID("uid-" + name), true
+}
 
 func (f *nodeScopeFixture) modelVPA() *model.Vpa {
 	return f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
@@ -176,7 +190,7 @@ func TestNodeCheckpointsGarbageCollected(t *testing.T) {
 	if got := f.checkpointed(t); len(got) != 3 || got["b"] {
 		t.Errorf("within the grace period: checkpoints of %v, want a, c and d", got)
 	}
-	if _, found := f.modelVPA().NodeInitialAggregateStates["b"]; found {
+	if _, found := f.modelVPA().NodeInitialAggregateStates[model.NodeRef{Name: "b", UID: "uid-b"}]; found {
 		t.Errorf("the model keeps the checkpoint of the gone node b")
 	}
 
@@ -186,7 +200,7 @@ func TestNodeCheckpointsGarbageCollected(t *testing.T) {
 	if got := f.checkpointed(t); len(got) != 1 || !got["d"] {
 		t.Errorf("after the grace period: checkpoints of %v, want d only", got)
 	}
-	if states := f.modelVPA().NodeInitialAggregateStates; len(states) != 1 || states["d"] == nil {
+	if states := f.modelVPA().NodeInitialAggregateStates; len(states) != 1 || states[model.NodeRef{Name: "d", UID: "uid-d"}] == nil {
 		t.Errorf("after the grace period the model holds checkpoints of %d nodes, want d only", len(states))
 	}
 }

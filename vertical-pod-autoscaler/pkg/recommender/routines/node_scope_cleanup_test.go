@@ -118,7 +118,7 @@ func TestNodeScopeCleanup(t *testing.T) {
 				t.Fatalf("scope node: %d slices and %d checkpoint slices, want 1 and 1 (kept)", slices, checkpoints)
 			}
 			// As after a restart: the model holds the loaded checkpoints.
-			f.modelVPA().NodeInitialAggregateStates = map[string]model.ContainerNameToAggregateStateMap{"a": {}}
+			f.modelVPA().NodeInitialAggregateStates = map[model.NodeRef]model.ContainerNameToAggregateStateMap{{Name: "a", UID: "uid-a"}: {}}
 
 			changed := f.apiVPA.DeepCopy()
 			tc.change(changed)

@@ -110,6 +110,7 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 		CheckpointWriter:             checkpoint.NewCheckpointWriter(cluster, client.AutoscalingV1()),
 		CheckpointsGCInterval:        time.Hour,
 		NodeScope: NodeScope{
+			Nodes:       fakeNodes{},
 			Writer:      &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
 			Checkpoints: nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
 			MinHistory:  cfg.NodeScopeMinHistory,
@@ -119,10 +120,15 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 	f.cluster, f.selector = cluster, selector
 }
 
-// addPod adds the DaemonSet's pod on a node, as the cluster feeder does.
+// addPod adds the DaemonSet's pod on a node, agent-<node>, as the cluster
+// feeder does.
 func (f *nodeScopeFixture) addPod(t testing.TB, node string) {
-	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
-	f.cluster.AddOrUpdatePod(podID, model.ScopedPodLabels(f.cluster, podID, map[string]string{"app": "agent"}, node), corev1.PodRunning)
+	f.addNamedPod(t, "agent-"+node, node)
+}
+
+func (f *nodeScopeFixture) addNamedPod(t testing.TB, pod, node string) {
+	podID := model.PodID{Namespace: "default", PodName: pod}
+	f.cluster.AddOrUpdatePod(podID, model.ScopedPodLabels(f.cluster, podID, map[string]string{"app": "agent"}, node, f.r.nodeScope.NodeUIDs()), corev1.PodRunning)
 	for _, c := range []string{"agent", "sidecar"} {
 		if err := f.cluster.AddOrUpdateContainer(model.ContainerID{PodID: podID, ContainerName: c}, model.Resources{}); err != nil {
 			t.Fatal(err)
@@ -131,9 +137,13 @@ func (f *nodeScopeFixture) addPod(t testing.TB, node string) {
 }
 
 // feed adds one sample per minute over the given span, ending now, for both
-// containers of the pod on the node.
+// containers of the pod agent-<node>.
 func (f *nodeScopeFixture) feed(t testing.TB, node string, cores float64, memBytes float64, span time.Duration) {
-	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	f.feedPod(t, "agent-"+node, cores, memBytes, span)
+}
+
+func (f *nodeScopeFixture) feedPod(t testing.TB, pod string, cores float64, memBytes float64, span time.Duration) {
+	podID := model.PodID{Namespace: "default", PodName: pod}
 	now := time.Now()
 	for at := now.Add(-span); !at.After(now); at = at.Add(time.Minute) {
 		for _, c := range []string{"agent", "sidecar"} {

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -93,6 +94,12 @@ type NodeRecommendation struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName"`
 
+	// nodeUID is the UID of the node, which tells the machine the
+	// recommendation is for from a later one of the same name. Empty in
+	// entries written before the field existed.
+	// +optional
+	NodeUID types.UID `json:"nodeUID,omitempty"`
+
 	// recommendation holds the resources recommended for the containers of
 	// the pod on this node.
 	Recommendation vpa_types.RecommendedPodResources `json:"recommendation"`
@@ -148,6 +155,12 @@ type NodeCheckpoint struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName"`
+
+	// nodeUID is the UID of the node, which tells the machine whose history
+	// this is from a later one of the same name. Empty in entries written
+	// before the field existed.
+	// +optional
+	NodeUID types.UID `json:"nodeUID,omitempty"`
 
 	// containers holds the checkpoint of each container of the node's pod.
 	// +listType=map
