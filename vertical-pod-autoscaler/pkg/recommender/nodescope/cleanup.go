@@ -116,8 +116,8 @@ type cleanupTarget struct {
 	uid             types.UID
 }
 
-// Cleanup deletes the slices and checkpoint slices of the given VPAs, which do
-// not have scope node, within MaxDeletes API deletes and the context's
+// Cleanup deletes the slices and checkpoint slices owned by the given VPAs
+// (by UID), which do not have scope node, within MaxDeletes API deletes and the context's
 // deadline: the recommendation slices first, then the checkpoint slices, each
 // in the order of namespace and name. The rest waits for the next call.
 func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (CleanupStats, error) {
@@ -138,7 +138,9 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 				return stats, err
 			}
 			for _, obj := range objs {
-				if o, err := meta.Accessor(obj); err == nil {
+				// An earlier VPA's of the same name goes with its owner
+				// (garbage collector).
+				if o, err := meta.Accessor(obj); err == nil && ownedBy(o, vpa.UID) {
 					found = append(found, cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()})
 				}
 			}

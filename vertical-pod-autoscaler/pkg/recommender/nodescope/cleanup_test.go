@@ -35,9 +35,16 @@ import (
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 )
 
+// cleanupMeta is the metadata of a slice of the VPA namespace/vpaName, owned
+// by the VPA's UID (vpaUID).
 func cleanupMeta(namespace, name, vpaName string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(namespace + "/" + name),
-		Labels: map[string]string{vpa_alpha.VPANameLabel: vpaName}}
+		Labels:          map[string]string{vpa_alpha.VPANameLabel: vpaName},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "VerticalPodAutoscaler", Name: vpaName, UID: vpaUID(namespace, vpaName)}}}
+}
+
+func vpaUID(namespace, name string) types.UID {
+	return types.UID("vpa-" + namespace + "/" + name)
 }
 
 // cleanupFixture is a fake API server with the slices and checkpoint slices of
@@ -120,7 +127,7 @@ func (f *cleanupFixture) syncCaches(t *testing.T) {
 }
 
 func vpaNamed(namespace, name string) *vpa_types.VerticalPodAutoscaler {
-	return &vpa_types.VerticalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return &vpa_types.VerticalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: vpaUID(namespace, name)}}
 }
 
 func TestCleanupDeletesSlicesOfGivenVPAs(t *testing.T) {

@@ -162,7 +162,9 @@ func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler
 	}
 	var existing []*vpa_alpha.VerticalPodAutoscalerSlice
 	for i := range list.Items {
-		if s := &list.Items[i]; s.VPAName == vpa.Name {
+		// The slices of an earlier VPA of the same name are not this one's:
+		// the garbage collector removes them (their owner is gone).
+		if s := &list.Items[i]; s.VPAName == vpa.Name && ownedBy(s, vpa.UID) {
 			existing = append(existing, s)
 		}
 	}

@@ -59,14 +59,16 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	pod.Spec.NodeName = "busy"
 
 	vpa := getIPVpa()
+	vpa.UID = "agent-uid"
 	vpa.Spec.TargetRef = &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"}
 	vpa.Spec.Scope = vpa_types.ScopeNode
 	vpa.Status.Recommendation = cpuMemRec("1", "1Gi")
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{nodescope.NodeIndex: nodescope.NodeIndexFunc})
 	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: vpa.Name + "-1", Namespace: vpa.Namespace},
-		VPAName:    vpa.Name,
-		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
+		ObjectMeta: metav1.ObjectMeta{Name: vpa.Name + "-1", Namespace: vpa.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "VerticalPodAutoscaler", Name: vpa.Name, UID: vpa.UID}}},
+		VPAName: vpa.Name,
+		Nodes:   []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
 	}); err != nil {
 		t.Fatal(err)
 	}

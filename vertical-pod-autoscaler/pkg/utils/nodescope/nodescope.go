@@ -19,12 +19,12 @@ limitations under the License.
 package nodescope
 
 import (
-	"fmt"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -36,11 +36,14 @@ import (
 	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
-// NodeIndex indexes slices by namespace/vpaName/nodeName, one key per node.
+// NodeIndex indexes slices by the UID of their owner VPA and the node name,
+// one key per node. A VPA created again with the same name has another UID:
+// the slices of the earlier one, until the garbage collector removes them,
+// are not found under it.
 const NodeIndex = "vpaNode"
 
-func nodeKey(namespace, vpaName, node string) string {
-	return fmt.Sprintf("%s/%s/%s", namespace, vpaName, node)
+func nodeKey(vpaUID types.UID, node string) string {
+	return string(vpaUID) + "/" + node
 }
 
 // NodeIndexFunc is the cache.IndexFunc of NodeIndex.
@@ -49,9 +52,14 @@ func NodeIndexFunc(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	keys := make([]string, 0, len(s.Nodes))
-	for _, n := range s.Nodes {
-		keys = append(keys, nodeKey(s.Namespace, s.VPAName, n.NodeName))
+	var keys []string
+	for _, owner := range s.OwnerReferences {
+		if owner.Kind != "VerticalPodAutoscaler" {
+			continue
+		}
+		for _, n := range s.Nodes {
+			keys = append(keys, nodeKey(owner.UID, n.NodeName))
+		}
 	}
 	return keys, nil
 }
@@ -87,10 +95,10 @@ type Lookup struct {
 	Indexer cache.Indexer
 }
 
-// NodeRecommendation returns the recommendation the slices of the VPA hold for
-// the node, or nil.
+// NodeRecommendation returns the recommendation the slices owned by the VPA
+// hold for the node, or nil.
 func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
-	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.Namespace, vpa.Name, node))
+	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.UID, node))
 	if err != nil {
 		return nil
 	}

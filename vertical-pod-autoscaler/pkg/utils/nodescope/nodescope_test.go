@@ -24,8 +24,10 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -44,7 +46,7 @@ func podResources(cpu, memory string) *vpa_types.RecommendedPodResources {
 
 func daemonSetVPA(scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.PodResourcePolicy) *vpa_types.VerticalPodAutoscaler {
 	return &vpa_types.VerticalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "agent-uid"},
 		Spec: vpa_types.VerticalPodAutoscalerSpec{
 			TargetRef:      &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
 			Scope:          scope,
@@ -54,18 +56,26 @@ func daemonSetVPA(scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.
 	}
 }
 
+// sliceMeta is the metadata of a slice in namespace default owned by the VPA
+// of the given name and UID, as the recommender writes it.
+func sliceMeta(name, vpaName string, vpaUID types.UID) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: "default", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: vpa_types.SchemeGroupVersion.String(), Kind: "VerticalPodAutoscaler", Name: vpaName, UID: vpaUID, Controller: ptr.To(true),
+	}}}
+}
+
 func lookup(t *testing.T) *Lookup {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
 	for _, s := range []*vpa_alpha.VerticalPodAutoscalerSlice{
-		{ObjectMeta: metav1.ObjectMeta{Name: "agent-a", Namespace: "default"}, VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "busy", Recommendation: *podResources("2", "2Gi")},
 			{NodeName: "quiet", Recommendation: *podResources("50m", "64Mi")},
 		}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "agent-b", Namespace: "default"}, VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("agent-b", "agent", "agent-uid"), VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "third", Recommendation: *podResources("700m", "1Gi")},
 		}},
 		// Another VPA's slice, for the same node name.
-		{ObjectMeta: metav1.ObjectMeta{Name: "other-a", Namespace: "default"}, VPAName: "other", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("other-a", "other", "other-uid"), VPAName: "other", Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "quiet", Recommendation: *podResources("9", "9Gi")},
 		}},
 	} {
@@ -229,5 +239,21 @@ func TestForPodThroughProcessor(t *testing.T) {
 	}
 	if got := ForPod(capping, vpa, pod); got != vpa {
 		t.Errorf("through another processor: got a different VPA, want the VPA itself")
+	}
+}
+
+// TestForPodIgnoresSlicesOfEarlierVPA: a VPA deleted and created again with
+// the same name gets a new UID; the slices of the earlier one, which the
+// garbage collector has not removed yet, are not its recommendations.
+func TestForPodIgnoresSlicesOfEarlierVPA(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	l := lookup(t)
+	recreated := daemonSetVPA(vpa_types.ScopeNode, nil)
+	recreated.UID = "agent-uid-2"
+	for _, node := range []string{"busy", "quiet", "third"} {
+		got := l.ForPod(recreated, daemonSetPod(node, true)).Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]
+		if got.Cmp(resource.MustParse("300m")) != 0 {
+			t.Errorf("node %s: cpu target %s of the earlier VPA's slice, want the DaemonSet-wide 300m", node, got.String())
+		}
 	}
 }
