@@ -19,22 +19,33 @@ limitations under the License.
 package nodescope
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/client"
 	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
+
+// accessCheckTimeout bounds the check of the access to the slices at start.
+const accessCheckTimeout = 30 * time.Second
 
 // NodeIndex indexes slices by the UID of their owner VPA and the node name,
 // one key per node. A VPA created again with the same name has another UID:
@@ -156,9 +167,52 @@ func (p *RecommendationProcessor) Apply(vpa *vpa_types.VerticalPodAutoscaler, po
 	return p.Inner.Apply(p.Lookup.ForPod(vpa, pod), pod)
 }
 
-// NewLookup starts an informer over the slices (in namespace, or all when
-// empty) and waits for it to sync.
-func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) *Lookup {
+// sliceResource is the resource of the slices, as the API server names it.
+const sliceResource = "verticalpodautoscalerslices.autoscaling.k8s.io"
+
+// checkSliceAccess lists and watches the slices once. Without their CRD or
+// the permission, an informer would retry forever and its cache never sync:
+// that is an error naming what is missing. Other errors are the informer's
+// to retry.
+func checkSliceAccess(ctx context.Context, slices vpa_alpha_client.VerticalPodAutoscalerSliceInterface, namespace string) error {
+	list, err := slices.List(ctx, metav1.ListOptions{Limit: 1})
+	if err == nil {
+		var w watch.Interface
+		w, err = slices.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To[int64](1)})
+		if err == nil {
+			w.Stop()
+			return nil
+		}
+		return accessError("watch", namespace, err)
+	}
+	return accessError("list", namespace, err)
+}
+
+func accessError(verb, namespace string, err error) error {
+	where := "in all namespaces"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the API server does not serve %s: install its CustomResourceDefinition (deploy/vpa-v1-crd-gen.yaml) or turn the gate off: %w", sliceResource, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but this component may not %s %s %s: grant it get, list and watch of them (deploy/vpa-rbac.yaml) or turn the gate off: %w", verb, sliceResource, where, err)
+	}
+	klog.ErrorS(err, "Cannot check access to the slices, the informer retries", "resource", sliceResource, "verb", verb)
+	return nil
+}
+
+// NewLookup checks that the slices (in namespace, or all when empty) can be
+// listed and watched, then starts an informer over them and waits for it to
+// sync. Without the slices' CRD or the permission it returns an error that
+// names what is missing.
+func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) (*Lookup, error) {
+	ctx, cancel := context.WithTimeout(wait.ContextForChannel(stopCh), accessCheckTimeout)
+	defer cancel()
+	if err := checkSliceAccess(ctx, vpaClient.AutoscalingV1alpha1().VerticalPodAutoscalerSlices(namespace), namespace); err != nil {
+		return nil, err
+	}
 	store, controller := cache.NewInformerWithOptions(cache.InformerOptions{
 		ObjectType:    &vpa_alpha.VerticalPodAutoscalerSlice{},
 		ListerWatcher: cache.NewListWatchFromClient(vpaClient.AutoscalingV1alpha1().RESTClient(), "verticalpodautoscalerslices", namespace, fields.Everything()),
@@ -171,17 +225,21 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 	if !cache.WaitForCacheSync(stopCh, controller.HasSynced) {
 		klog.ErrorS(nil, "Failed to sync the VerticalPodAutoscalerSlice cache")
 	}
-	return &Lookup{Indexer: store.(cache.Indexer)}
+	return &Lookup{Indexer: store.(cache.Indexer)}, nil
 }
 
 // WrapRecommendationProcessor returns inner wrapped in a RecommendationProcessor
 // fed by a new Lookup when the DaemonSetNodeScope gate is on, and inner itself
-// otherwise (then no slice is ever read).
-func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) vpa_api_util.RecommendationProcessor {
+// otherwise (then no slice is ever read). It fails when the Lookup does.
+func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) (vpa_api_util.RecommendationProcessor, error) {
 	if !features.Enabled(features.DaemonSetNodeScope) {
-		return inner
+		return inner, nil
 	}
-	return &RecommendationProcessor{Inner: inner, Lookup: NewLookup(vpaClient, namespace, stopCh)}
+	lookup, err := NewLookup(vpaClient, namespace, stopCh)
+	if err != nil {
+		return nil, err
+	}
+	return &RecommendationProcessor{Inner: inner, Lookup: lookup}, nil
 }
 
 // ForPod returns the VPA as the pod sees it through the recommendation
