@@ -23,10 +23,12 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -54,11 +56,16 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // UID, written before entries had one, is taken as the node's and gets its UID.
 // Nodes missing from recs lose their entry.
 //
+// Every slice written is stamped with the VPA's generation and now; an
+// unchanged slice is rewritten when its stamp is of another generation or
+// vpa_alpha.SliceRefreshInterval old, so that the admission controller and
+// the updater can tell a recommender that stopped writing (SliceStaleAfter).
+//
 // Nodes stay in their slice (sticky, as EndpointSlices): a node without an
 // entry goes to the first slice with room, in the order of the slices' names,
 // and new slices are made only when all are full. A slice is rewritten only when
 // its content changes, and deleted when it holds no node.
-func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) Plan {
+func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, now time.Time) Plan {
 	existing = slices.Clone(existing)
 	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
 	live := make(map[string]model.NodeRef, len(recs))
@@ -90,7 +97,11 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			s.Nodes = append(s.Nodes, entry)
 		}
 		open = append(open, s)
-		changed = append(changed, !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0))
+		nodesChanged := !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0)
+		// A stamp of another generation, or due for its refresh, is renewed:
+		// readers take a slice whose stamp got old for one whose writer stopped.
+		stampDue := old.ObservedGeneration != vpa.Generation || !now.Before(old.UpdateTime.Add(vpa_alpha.SliceRefreshInterval))
+		changed = append(changed, nodesChanged || stampDue)
 	}
 
 	var newNodes []model.NodeRef
@@ -114,6 +125,9 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 	}
 
 	for i, s := range open {
+		if changed[i] {
+			s.ObservedGeneration, s.UpdateTime = vpa.Generation, metav1.NewTime(now)
+		}
 		switch {
 		case len(s.Nodes) == 0 && s.Name != "":
 			plan.Delete = append(plan.Delete, s)
@@ -149,6 +163,15 @@ func newSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutosc
 // Writer writes the slices of VPAs with scope node.
 type Writer struct {
 	Client vpa_alpha_client.VerticalPodAutoscalerSlicesGetter
+	// Clock stamps the slices' updateTime; nil: the real clock.
+	Clock clock.PassiveClock
+}
+
+func (w *Writer) now() time.Time {
+	if w.Clock == nil {
+		return time.Now()
+	}
+	return w.Clock.Now()
 }
 
 // Write brings the slices of the VPA in line with recs (see PlanSlices). It
@@ -168,7 +191,7 @@ func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler
 			existing = append(existing, s)
 		}
 	}
-	plan := PlanSlices(vpa, existing, recs)
+	plan := PlanSlices(vpa, existing, recs, w.now())
 	var errs []error
 	for _, s := range plan.Delete {
 		errs = append(errs, client.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}))

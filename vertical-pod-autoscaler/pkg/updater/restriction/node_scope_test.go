@@ -67,8 +67,9 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: vpa.Name + "-1", Namespace: vpa.Namespace,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "VerticalPodAutoscaler", Name: vpa.Name, UID: vpa.UID}}},
-		VPAName: vpa.Name,
-		Nodes:   []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
+		VPAName:    vpa.Name,
+		UpdateTime: metav1.Now(),
+		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -104,10 +105,14 @@ func PodNode(pod *corev1.Pod) string {
 // Lookup finds the per-node recommendations in an indexer of slices.
 type Lookup struct {
 	Indexer cache.Indexer
+	// Clock tells the age of the slices; nil: the real clock.
+	Clock clock.PassiveClock
 }
 
 // NodeRecommendation returns the recommendation the slices owned by the VPA
-// hold for the node, or nil.
+// hold for the node, or nil. A slice whose updateTime is missing or
+// vpa_alpha.SliceStaleAfter old is not used: its recommender stopped writing
+// (or predates the stamp), and the VPA's own recommendation is fresher.
 func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
 	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.UID, node))
 	if err != nil {
@@ -115,6 +120,9 @@ func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node s
 	}
 	for _, obj := range objs {
 		s := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
+		if l.stale(s) {
+			continue
+		}
 		for i := range s.Nodes {
 			if s.Nodes[i].NodeName == node {
 				return &s.Nodes[i].Recommendation
@@ -122,6 +130,14 @@ func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node s
 		}
 	}
 	return nil
+}
+
+func (l *Lookup) stale(s *vpa_alpha.VerticalPodAutoscalerSlice) bool {
+	now := time.Now()
+	if l.Clock != nil {
+		now = l.Clock.Now()
+	}
+	return s.UpdateTime.IsZero() || !now.Before(s.UpdateTime.Add(vpa_alpha.SliceStaleAfter))
 }
 
 // NodeScoped tells whether a VPA of the given scope and target gets one
@@ -134,8 +150,8 @@ func NodeScoped(scope vpa_types.VerticalPodAutoscalerScope, target *autoscalingv
 }
 
 // ForPod returns the VPA as the pod sees it: for a VPA with scope node and a
-// DaemonSet target (and the gate on) whose slices hold an entry for the pod's
-// node, a copy whose status.recommendation is that node's; otherwise the VPA
+// DaemonSet target (and the gate on) whose slices hold a fresh entry for the
+// pod's node, a copy whose status.recommendation is that node's; otherwise the VPA
 // itself, whose recommendation is the DaemonSet-wide one.
 func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
 	if vpa == nil || pod == nil || !NodeScoped(vpa.Spec.Scope, vpa.Spec.TargetRef) {

@@ -18,6 +18,7 @@ package nodescope
 
 import (
 	"testing"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
@@ -67,15 +69,15 @@ func sliceMeta(name, vpaName string, vpaUID types.UID) metav1.ObjectMeta {
 func lookup(t *testing.T) *Lookup {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
 	for _, s := range []*vpa_alpha.VerticalPodAutoscalerSlice{
-		{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "busy", Recommendation: *podResources("2", "2Gi")},
 			{NodeName: "quiet", Recommendation: *podResources("50m", "64Mi")},
 		}},
-		{ObjectMeta: sliceMeta("agent-b", "agent", "agent-uid"), VPAName: "agent", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("agent-b", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "third", Recommendation: *podResources("700m", "1Gi")},
 		}},
 		// Another VPA's slice, for the same node name.
-		{ObjectMeta: sliceMeta("other-a", "other", "other-uid"), VPAName: "other", Nodes: []vpa_alpha.NodeRecommendation{
+		{ObjectMeta: sliceMeta("other-a", "other", "other-uid"), VPAName: "other", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "quiet", Recommendation: *podResources("9", "9Gi")},
 		}},
 	} {
@@ -255,5 +257,39 @@ func TestForPodIgnoresSlicesOfEarlierVPA(t *testing.T) {
 		if got.Cmp(resource.MustParse("300m")) != 0 {
 			t.Errorf("node %s: cpu target %s of the earlier VPA's slice, want the DaemonSet-wide 300m", node, got.String())
 		}
+	}
+}
+
+// TestForPodFallsBackWhenStale: a slice the recommender has not written for
+// SliceStaleAfter (it stopped: RBAC, the gate off in the recommender only),
+// or one without updateTime, is not used: the pod gets the DaemonSet-wide
+// recommendation.
+func TestForPodFallsBackWhenStale(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	written := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		updateTime time.Time
+		age        time.Duration
+		wantCPU    string
+	}{
+		{name: "fresh", updateTime: written, age: vpa_alpha.SliceStaleAfter - time.Second, wantCPU: "2"},
+		{name: "stale", updateTime: written, age: vpa_alpha.SliceStaleAfter, wantCPU: "300m"},
+		{name: "without updateTime", age: 0, wantCPU: "300m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
+			if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+				ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(tc.updateTime),
+				Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *podResources("2", "2Gi")}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age))}
+			got := l.ForPod(daemonSetVPA(vpa_types.ScopeNode, nil), daemonSetPod("busy", true)).Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]
+			if got.Cmp(resource.MustParse(tc.wantCPU)) != 0 {
+				t.Errorf("cpu target %s, want %s", got.String(), tc.wantCPU)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,15 @@ const (
 	// MaxNodesPerSlice is the most nodes one VerticalPodAutoscalerSlice holds.
 	// 100 nodes with ten containers each stay far below etcd's object size limit.
 	MaxNodesPerSlice = 100
+	// SliceRefreshInterval is how often the recommender rewrites a
+	// VerticalPodAutoscalerSlice whose content did not change, to renew its
+	// updateTime.
+	SliceRefreshInterval = 10 * time.Minute
+	// SliceStaleAfter is the age of updateTime from which the admission
+	// controller and the updater no longer use a VerticalPodAutoscalerSlice
+	// and take the VerticalPodAutoscaler's status.recommendation instead:
+	// three refresh intervals, so that two missed refreshes do not matter.
+	SliceStaleAfter = 3 * SliceRefreshInterval
 
 	// VPANameLabel is the label that names the VerticalPodAutoscaler of a slice,
 	// so that its slices are listed with a label selector. Its value is
@@ -78,6 +88,19 @@ type VerticalPodAutoscalerSlice struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="vpaName is immutable"
 	VPAName string `json:"vpaName"`
+
+	// observedGeneration is the metadata.generation of the
+	// VerticalPodAutoscaler when the recommender last wrote the slice.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// updateTime is when the recommender last wrote the slice; it rewrites
+	// unchanged slices every 10 minutes (SliceRefreshInterval). A slice
+	// without it, or 30 minutes old (SliceStaleAfter), is not used: the pods
+	// get the VerticalPodAutoscaler's status.recommendation.
+	// +nullable
+	// +optional
+	UpdateTime metav1.Time `json:"updateTime,omitempty"`
 
 	// nodes holds the recommendation of each node of the slice.
 	// +listType=map

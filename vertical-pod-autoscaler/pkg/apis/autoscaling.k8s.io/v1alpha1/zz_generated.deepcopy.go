@@ -153,6 +153,7 @@ func (in *VerticalPodAutoscalerSlice) DeepCopyInto(out *VerticalPodAutoscalerSli
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.UpdateTime.DeepCopyInto(&out.UpdateTime)
 	if in.Nodes != nil {
 		in, out := &in.Nodes, &out.Nodes
 		*out = make([]NodeRecommendation, len(*in))
