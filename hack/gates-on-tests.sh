@@ -57,13 +57,16 @@ echo "{\"Replace\":{$overlay${fuzz:+,$fuzz}}}" >"$tmp/overlay.json"
 # gate cannot be on at 1.34), found by what they call or the flag they pass; the
 # image manager test that asserts two concurrent runtime pulls of one image, where
 # with the pull gate the second pod waits for the first
-# (docs/kubelet-image-pull-gate.md); and the bootstrap policy test that compares the
+# (docs/kubelet-image-pull-gate.md); the bootstrap policy test that compares the
 # roles of the default gates with its golden file (the gates-on roles have their own
-# golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled).
+# golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled); and the
+# kubelet's defaulting test, whose expectations are the defaults with every gate at
+# its default: with KubeletImagePullGate on, abandonedImagePullPolicy defaults to
+# Detach (TestAbandonedImagePullPolicyDefault checks the default with the gate on).
 skip=$(printf '%s\n' "${dirs[@]}" | while read -r dir; do
   awk '/^func Test/ { match($0, /Test[A-Za-z0-9_]*/); f = substr($0, RSTART, RLENGTH) }
        /EmulationVersionDuringTest|VersionsDuringTest|--emulated-version|NewEffectiveVersionFromString/ { print f }' "$dir"/*_test.go 2>/dev/null
 done | sort -u | paste -sd'|' -)
-skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapClusterRoles)\$"
+skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapClusterRoles|TestSetDefaultsKubeletConfiguration)\$"
 echo "left out: $skip"
 gotest "$tree" "$json" -skip "$skip" -overlay "$tmp/overlay.json" -- "$@"
