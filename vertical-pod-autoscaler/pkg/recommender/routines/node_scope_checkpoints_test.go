@@ -98,6 +98,24 @@ func (f *nodeScopeFixture) deleteSlices(t *testing.T) {
 	}
 }
 
+// run has a pod on each node of usage use it for d.
+func (f *nodeScopeFixture) run(t *testing.T, usage map[string][2]float64, d time.Duration) {
+	t.Helper()
+	for node, u := range usage {
+		f.addPod(t, node)
+		f.feed(t, node, u[0], u[1], d)
+	}
+}
+
+// checkpointHistory runs usage for two hours, then lets the recommender write
+// its recommendations and checkpoint each node's history.
+func (f *nodeScopeFixture) checkpointHistory(t *testing.T, usage map[string][2]float64) {
+	t.Helper()
+	f.run(t, usage, 2*time.Hour)
+	f.r.UpdateVPAs()
+	f.r.maintainNodeCheckpoints(context.TODO())
+}
+
 // restart starts a new recommender on the same API server, without the
 // recommendation slices (so that only the checkpoints can bring the per-node
 // recommendations back), and feeds it five minutes of the same usage.
@@ -105,22 +123,14 @@ func (f *nodeScopeFixture) restart(t *testing.T, usage map[string][2]float64) {
 	t.Helper()
 	f.deleteSlices(t)
 	f.start(t)
-	for node, u := range usage {
-		f.addPod(t, node)
-		f.feed(t, node, u[0], u[1], 5*time.Minute)
-	}
+	f.run(t, usage, 5*time.Minute)
 }
 
 func TestNodeCheckpointsKeepRecommendationsOverRestart(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	usage := map[string][2]float64{"busy": {2, 2e9}, "quiet": {0.1, 1e8}}
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	for node, u := range usage {
-		f.addPod(t, node)
-		f.feed(t, node, u[0], u[1], 2*time.Hour)
-	}
-	f.r.UpdateVPAs()
-	f.r.maintainNodeCheckpoints(context.TODO())
+	f.checkpointHistory(t, usage)
 	before := f.slices(t)
 	if len(before) != 2 {
 		t.Fatalf("before the restart: recommendations for %v, want busy and quiet", before)
@@ -162,12 +172,7 @@ func TestNodeCheckpointsGarbageCollected(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	usage := map[string][2]float64{"a": {1, 1e9}, "b": {1, 1e9}, "c": {1, 1e9}, "d": {1, 1e9}}
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	for node, u := range usage {
-		f.addPod(t, node)
-		f.feed(t, node, u[0], u[1], 2*time.Hour)
-	}
-	f.r.UpdateVPAs()
-	f.r.maintainNodeCheckpoints(context.TODO())
+	f.checkpointHistory(t, usage)
 	f.restart(t, usage)
 	nodes := fakeNodes{ineligible: map[string]bool{}, gone: map[string]bool{}}
 	f.r.nodeScope.Nodes = nodes
@@ -209,12 +214,7 @@ func TestNodeCheckpointsKeptOverFailedLoad(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	usage := map[string][2]float64{"busy": {2, 2e9}, "quiet": {0.1, 1e8}}
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	for node, u := range usage {
-		f.addPod(t, node)
-		f.feed(t, node, u[0], u[1], 2*time.Hour)
-	}
-	f.r.UpdateVPAs()
-	f.r.maintainNodeCheckpoints(context.TODO())
+	f.checkpointHistory(t, usage)
 	before := f.slices(t)
 
 	// The restarted recommender's first list of the checkpoint slices fails.

@@ -117,12 +117,7 @@ func TestNodeCheckpointsWithoutUIDAdopted(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	usage := map[string][2]float64{"a": {2, 2e9}, "b": {0.1, 1e8}}
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	for node, u := range usage {
-		f.addPod(t, node)
-		f.feed(t, node, u[0], u[1], 2*time.Hour)
-	}
-	f.r.UpdateVPAs()
-	f.r.maintainNodeCheckpoints(context.TODO())
+	f.checkpointHistory(t, usage)
 	before := f.slices(t)
 
 	client := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default")
