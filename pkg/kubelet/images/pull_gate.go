@@ -17,6 +17,7 @@ limitations under the License.
 package images
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -308,21 +309,11 @@ func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pu
 		g.arrivals++
 		t.arrival = g.arrivals
 	}
-	i, _ := slices.BinarySearchFunc(g.queue, t.arrival, func(q *pullTicket, a uint64) int { return cmpUint64(q.arrival, a) })
+	i, _ := slices.BinarySearchFunc(g.queue, t.arrival, func(q *pullTicket, a uint64) int { return cmp.Compare(q.arrival, a) })
 	g.queue = slices.Insert(g.queue, i, t)
 	kubeletmetrics.ImagePullQueueLength.Inc()
 	g.dispatchLocked()
 	return t
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // dispatchLocked grants free slots to the first pulls in the queue that do not
