@@ -91,10 +91,11 @@ save: tools
 verify-saved: tools
 	@$(SERIES) verify-saved
 
-## patches: export the series as git format-patch files into _output/patches
+## patches: export each group as git format-patch files and its pull request text into _output/patches (OWNER=@handle for the feature gates' owner)
 patches: tools
-	@$(SERIES) patches
+	@$(SERIES) patches $(if $(OWNER),-owner '$(OWNER)')
 
+## roundtrip: prove the export applies to pristine upstream and yields the series' tree
 roundtrip: tools
 	@$(SERIES) roundtrip
 

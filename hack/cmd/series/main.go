@@ -20,7 +20,7 @@ limitations under the License.
 //	series tree                 build or update _output/kubernetes and _output/autoscaler
 //	series save [-group G] [UPSTREAM...]  write tree edits back into patches/ and the overlay files
 //	series verify-saved         fail when a tree holds edits that are not saved
-//	series patches [-o DIR]     export the series as git format-patch files
+//	series patches [-o DIR] [-owner @H]  export each group as format-patch files and its pull request text
 //	series roundtrip            prove the export applies to pristine upstream and gives the tree
 //	series check                pins, overlay claims and gofmt of the overlay
 //	series version              the version string of the kubernetes build
@@ -45,7 +45,7 @@ commands:
   tree [UPSTREAM...]       build or update the trees under _output/ (kubernetes, autoscaler)
   save [-group G] [UPSTREAM...]  write tree edits back into the repository (all trees by default)
   verify-saved             exit 1 when a tree holds edits that are not saved
-  patches [-o DIR]         export the series as format-patch files (default _output/patches)
+  patches [-o DIR] [-owner @HANDLE]  export each group's patches and PR text (default _output/patches)
   roundtrip                check that the export applies to pristine upstream and yields the tree
   check                    check pins, overlay claims and the gofmt of overlay files
   touched UPSTREAM         list the Go packages the series changes
@@ -181,8 +181,9 @@ func run(root, cmd string, args []string) error {
 		}
 		return errors.Join(errs...)
 
-	case "patches", "roundtrip":
+	case "patches":
 		out := fs.String("o", filepath.Join(root, "_output", "patches"), "output directory")
+		owner := fs.String("owner", "", "GitHub handles of the submitter, for the feature gates' owner comments (@alice)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -190,29 +191,46 @@ func run(root, cmd string, args []string) error {
 		if err != nil {
 			return err
 		}
+		var placeholders []string
 		for _, t := range ts {
-			st, err := t.Sync()
-			if err != nil {
-				return err
-			}
-			if cmd == "roundtrip" {
-				work, err := os.MkdirTemp("", "kube-carry-roundtrip-")
-				if err != nil {
-					return err
-				}
-				err = t.RoundTrip(st, work)
-				os.RemoveAll(work)
-				if err != nil {
-					return fmt.Errorf("%s: %w", t.Up.Name, err)
-				}
-				fmt.Printf("%s: the exported series applies to pristine upstream and yields the materialized tree\n", t.Up.Name)
-				continue
-			}
-			files, err := t.Export(st, filepath.Join(*out, t.Up.Name))
+			ex, err := t.Export(filepath.Join(*out, t.Up.Name), series.ExportOptions{Owner: *owner})
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Up.Name, err)
 			}
-			fmt.Printf("%s: %d patches in %s\n", t.Up.Name, len(files), filepath.Join(*out, t.Up.Name))
+			for _, g := range ex.Groups {
+				rel, _ := filepath.Rel(root, g.Dir)
+				fmt.Printf("%s: %s/: %d patches and PR.md\n", t.Up.Name, rel, len(g.Patches))
+			}
+			for _, p := range ex.Placeholders {
+				placeholders = append(placeholders, t.Up.Name+": "+p)
+			}
+		}
+		if len(placeholders) > 0 {
+			fmt.Fprintf(os.Stderr, "warning: these feature gates' owner comments still name the placeholder; not for upstream:\n  %s\n"+
+				"Export with your GitHub handle to submit: make patches OWNER=@you\n", strings.Join(placeholders, "\n  "))
+		}
+		return nil
+
+	case "roundtrip":
+		ts, err := trees(nil)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			work, err := os.MkdirTemp("", "kube-carry-roundtrip-")
+			if err != nil {
+				return err
+			}
+			inSync, err := t.RoundTrip(work)
+			os.RemoveAll(work)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Up.Name, err)
+			}
+			what := "the materialized tree"
+			if !inSync {
+				what = "the series' tree (the materialized tree is not built from the current patches/, so it was not compared: run make tree)"
+			}
+			fmt.Printf("%s: the exported series applies to pristine upstream and yields %s\n", t.Up.Name, what)
 		}
 		return nil
 

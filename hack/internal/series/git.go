@@ -87,6 +87,12 @@ func (g git) run(args ...string) (string, error) {
 	return strings.TrimRight(string(out), "\n"), err
 }
 
+// runBytesTrim runs git with stdin and returns its output with the trailing newline removed.
+func (g git) runBytesTrim(stdin []byte, args ...string) (string, error) {
+	out, err := g.runBytes(stdin, args...)
+	return strings.TrimRight(string(out), "\n"), err
+}
+
 func (g git) runBytes(stdin []byte, args ...string) ([]byte, error) {
 	c := g.cmd(args...)
 	var stdout, stderr bytes.Buffer

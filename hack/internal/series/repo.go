@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -49,6 +50,40 @@ type Upstream struct {
 	Symlinks map[string]string
 	// Nested adds the nested modules that module zips drop; it may edit the tree.
 	Nested func(m *materializer) error
+	// PRTemplate names upstream's pull request template in prtemplate/.
+	PRTemplate string
+	// Generators are upstream's code generators and the files they write; the
+	// export puts those files in a commit of their own.
+	Generators []Generator
+}
+
+// Generator is one of upstream's generators and the paths it writes: "dir/" is
+// everything under dir, a path with a slash is that file, and a name without one
+// is a glob on the file's base name anywhere in the tree.
+type Generator struct {
+	Command string // how upstream runs it, from the repository's root
+	Paths   []string
+}
+
+// generator returns the generator that writes p, or nil for a hand-written file.
+func (u Upstream) generator(p string) *Generator {
+	for i, g := range u.Generators {
+		for _, pat := range g.Paths {
+			var ok bool
+			switch {
+			case strings.HasSuffix(pat, "/"):
+				ok = strings.HasPrefix(p, pat)
+			case strings.Contains(pat, "/"):
+				ok = p == pat
+			default:
+				ok, _ = path.Match(pat, path.Base(p))
+			}
+			if ok {
+				return &u.Generators[i]
+			}
+		}
+	}
+	return nil
 }
 
 // Group is one feature's patch group: a commit message, the new files it adds and

@@ -63,6 +63,11 @@ var fakeUpstream = Upstream{
 	OverlayRoots: []string{"pkg", "staging"},
 	Symlinks:     map[string]string{"Makefile": "build/root/Makefile"},
 	Nested:       addStagingModules,
+	PRTemplate:   "kubernetes.md",
+	Generators: []Generator{
+		{Command: "hack/update-codegen.sh", Paths: []string{"zz_generated.*", "staging/src/example.io/client/"}},
+		{Command: "hack/update-openapi-spec.sh", Paths: []string{"api/openapi-spec/"}},
+	},
 }
 
 const upstreamGo = `package a
@@ -106,7 +111,9 @@ func newFixture(t *testing.T) *fixture {
 +changed by first
 `,
 		"pkg/b/b.go":                    "package b\n",
-		"patches/fake/20-second/HEADER": "second: change the answer\n",
+		"patches/fake/10-first/pr":      "kind: feature\n",
+		"patches/fake/20-second/HEADER": "second: change the answer\n\n```release-note\nThe answer is 43.\n```\n",
+		"patches/fake/20-second/pr":     "kind: bug\n",
 		"patches/fake/20-second/upstream.patch": `diff --git a/pkg/a/a.go b/pkg/a/a.go
 --- a/pkg/a/a.go
 +++ b/pkg/a/a.go
@@ -315,8 +322,9 @@ func TestSaveWritesEditsIntoTheirGroups(t *testing.T) {
 	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/files")); got != "pkg/c/c.go\n" {
 		t.Errorf("files of group 20: %q", got)
 	}
-	if err := f.tree.RoundTrip(f.sync(t), t.TempDir()); err != nil {
-		t.Errorf("round trip after saving: %v", err)
+	f.sync(t)
+	if inSync, err := f.tree.RoundTrip(t.TempDir()); err != nil || !inSync {
+		t.Errorf("round trip after saving: %v (compared with the materialized tree: %v)", err, inSync)
 	}
 }
 
@@ -345,21 +353,33 @@ func TestRoundTripAndExport(t *testing.T) {
 	f := newFixture(t)
 	st := f.sync(t)
 	out := t.TempDir()
-	files, err := f.tree.Export(st, out)
+	ex, err := f.tree.Export(out, ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || !strings.HasSuffix(files[0], "0001-first-add-a-new-package.patch") {
-		t.Fatalf("export: %v", files)
+	if len(ex.Groups) != 2 || len(ex.Groups[0].Patches) != 1 ||
+		ex.Groups[0].Patches[0] != filepath.Join(out, "10-first", "0001-first-add-a-new-package.patch") {
+		t.Fatalf("export: %+v", ex.Groups)
 	}
-	p := readFile(t, files[0])
-	for _, want := range []string{"Subject: [PATCH 1/2] first: add a new package", "Why it matters.", "```release-note", "new file mode 100644", "pkg/b/b.go"} {
+	p := readFile(t, ex.Groups[0].Patches[0])
+	for _, want := range []string{"Subject: [PATCH] first: add a new package", "Why it matters.", "```release-note", "new file mode 100644", "pkg/b/b.go"} {
 		if !strings.Contains(p, want) {
 			t.Errorf("exported patch lacks %q:\n%s", want, p)
 		}
 	}
-	if err := f.tree.RoundTrip(st, t.TempDir()); err != nil {
-		t.Fatalf("round trip: %v", err)
+	if inSync, err := f.tree.RoundTrip(t.TempDir()); err != nil || !inSync {
+		t.Fatalf("round trip: %v (compared with the materialized tree: %v)", err, inSync)
+	}
+	// The export reads patches/ only: a tree with unsaved edits is left alone.
+	writeFiles(t, f.tree.Dir(), map[string]string{"README": "edited in the tree\n"})
+	if _, err := f.tree.Export(out, ExportOptions{}); err != nil {
+		t.Fatalf("export with an edited tree: %v", err)
+	}
+	if got := f.treeFile(t, "README"); got != "edited in the tree\n" {
+		t.Errorf("the export touched the tree: README is %q", got)
+	}
+	if again, _ := f.tree.LoadState(); again.Tip() != st.Tip() {
+		t.Errorf("the export moved the tree's series")
 	}
 }
 

@@ -42,6 +42,21 @@ var Kubernetes = Upstream{
 		}
 		return addHackTools(m)
 	},
+	PRTemplate: "kubernetes.md",
+	Generators: []Generator{
+		{Command: "hack/update-codegen.sh", Paths: []string{
+			"zz_generated.*", "generated.pb.go", "generated.proto", "api.pb.go", "types_swagger_doc_generated.go",
+			"staging/src/k8s.io/client-go/applyconfigurations/", "staging/src/k8s.io/client-go/kubernetes/",
+			"staging/src/k8s.io/client-go/listers/", "staging/src/k8s.io/client-go/informers/",
+		}},
+		{Command: "hack/update-openapi-spec.sh", Paths: []string{"api/openapi-spec/", "api/discovery/"}},
+		{Command: "hack/update-featuregates.sh", Paths: []string{
+			"test/compatibility_lifecycle/reference/feature_list.md",
+			"test/compatibility_lifecycle/reference/versioned_feature_list.yaml",
+		}},
+		{Command: "(cd staging/src/k8s.io/api && UPDATE_COMPATIBILITY_FIXTURE_DATA=true go test k8s.io/api -run //HEAD)",
+			Paths: []string{"staging/src/k8s.io/api/testdata/HEAD/"}},
+	},
 }
 
 // Autoscaler is the Vertical Pod Autoscaler, in its place in the kubernetes/autoscaler repository.
@@ -51,6 +66,20 @@ var Autoscaler = Upstream{
 	Subdir:       "vertical-pod-autoscaler",
 	Tag:          func(v string) string { return "vertical-pod-autoscaler-" + strings.TrimPrefix(v, "v") },
 	OverlayRoots: []string{"vertical-pod-autoscaler"},
+	PRTemplate:   "autoscaler.md",
+	Generators: []Generator{
+		{Command: "vertical-pod-autoscaler/hack/update-codegen.sh", Paths: []string{
+			"zz_generated.*", "vertical-pod-autoscaler/pkg/client/",
+		}},
+		{Command: "vertical-pod-autoscaler/hack/generate-crd-yaml.sh", Paths: []string{
+			"vertical-pod-autoscaler/deploy/vpa-v1-crd-gen.yaml",
+			"vertical-pod-autoscaler/charts/vertical-pod-autoscaler/templates/crds/vpa-v1-crd-gen.yaml",
+		}},
+		{Command: "vertical-pod-autoscaler/hack/generate-flags.sh", Paths: []string{"vertical-pod-autoscaler/docs/flags.md"}},
+		{Command: "vertical-pod-autoscaler/hack/generate-api-docs.sh", Paths: []string{"vertical-pod-autoscaler/docs/api.md"}},
+		{Command: "helm-docs (the charts' pre-commit hook, from README.md.gotmpl)",
+			Paths: []string{"vertical-pod-autoscaler/charts/vertical-pod-autoscaler/README.md"}},
+	},
 }
 
 // Upstreams are all the upstreams this repository carries, in build order.
@@ -93,80 +122,6 @@ func addStagingModules(m *materializer) error {
 	}
 	wf.Cleanup()
 	return os.WriteFile(path, modfile.Format(wf.Syntax), 0o644)
-}
-
-// generatorVersion reads the version of a protoc plugin from the header of a file it
-// generated in the release ("// - protoc-gen-go-grpc v1.5.1", "// \tprotoc-gen-go v1.36.4").
-func generatorVersion(tree, file, plugin string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(tree, file))
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(strings.TrimLeft(line, "/ -\t"))
-		if len(f) == 2 && f[0] == plugin {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s does not name the %s that generated it", file, plugin)
-}
-
-// addHackTools writes the hack/tools module that upstream's code generators install
-// their tools from (goimports, protoc-gen-go, protoc-gen-go-grpc): the module zip
-// lacks it. The protoc plugins are at the versions that generated the release's CRI
-// code; goimports comes from the release's golang.org/x/tools.
-func addHackTools(m *materializer) error {
-	data, err := os.ReadFile(filepath.Join(m.tree, "go.mod"))
-	if err != nil {
-		return err
-	}
-	root, err := modfile.Parse("go.mod", data, nil)
-	if err != nil {
-		return err
-	}
-	var xtools string
-	for _, r := range root.Require {
-		if r.Mod.Path == "golang.org/x/tools" {
-			xtools = r.Mod.Version
-		}
-	}
-	if xtools == "" {
-		return fmt.Errorf("go.mod of the release requires no golang.org/x/tools")
-	}
-	const cri = "staging/src/k8s.io/cri-api/pkg/apis/runtime/v1/"
-	protocGenGo, err := generatorVersion(m.tree, cri+"api.pb.go", "protoc-gen-go")
-	if err != nil {
-		return err
-	}
-	protocGenGoGRPC, err := generatorVersion(m.tree, cri+"api_grpc.pb.go", "protoc-gen-go-grpc")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(m.tree, "hack", "tools")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	gomod := fmt.Sprintf("module k8s.io/kubernetes/hack/tools\n\ngo %s\n\nrequire (\n\tgolang.org/x/tools %s\n\tgoogle.golang.org/grpc/cmd/protoc-gen-go-grpc %s\n\tgoogle.golang.org/protobuf %s\n)\n",
-		root.Go.Version, xtools, protocGenGoGRPC, protocGenGo)
-	tools := "//go:build tools\n\n// Package tools pins the tools upstream's code generators install.\npackage tools\n\nimport (\n\t_ \"golang.org/x/tools/cmd/goimports\"\n\t_ \"google.golang.org/grpc/cmd/protoc-gen-go-grpc\"\n\t_ \"google.golang.org/protobuf/cmd/protoc-gen-go\"\n)\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools), 0o644); err != nil {
-		return err
-	}
-	// Its own workspace, as upstream's: the tree's go.work does not use it.
-	if err := os.WriteFile(filepath.Join(dir, "go.work"), []byte("go "+root.Go.Version+"\n\nuse .\n"), 0o644); err != nil {
-		return err
-	}
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	tidy.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	if out, err := tidy.CombinedOutput(); err != nil {
-		return explainDownload("hack/tools", "", fmt.Sprintf("go mod tidy in hack/tools: %v: %s", err, out))
-	}
-	m.notef("hack/tools (a nested module the zip lacks) is reduced to the code generators' tools: goimports %s, protoc-gen-go %s and protoc-gen-go-grpc %s", xtools, protocGenGo, protocGenGoGRPC)
-	return nil
 }
 
 // Pins are the upstream versions go.mod pins: require lines, overridden by replace
