@@ -199,7 +199,7 @@ func run(root, cmd string, args []string) error {
 			}
 			for _, g := range ex.Groups {
 				rel, _ := filepath.Rel(root, g.Dir)
-				fmt.Printf("%s: %s/: %d patches and PR.md\n", t.Up.Name, rel, len(g.Patches))
+				fmt.Printf("%s: %s/: PR.md and %d patch file(s)\n", t.Up.Name, rel, len(g.Patches))
 			}
 			for _, p := range ex.Placeholders {
 				placeholders = append(placeholders, t.Up.Name+": "+p)

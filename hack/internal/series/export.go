@@ -258,6 +258,7 @@ func (t *Tree) buildExport(work string, opts ExportOptions) (*exportedSeries, er
 			prs[i].Generated, _, _ = strings.Cut(msg, "\n")
 			prs[i].GeneratedBy = cmds
 		}
+		slices.SortFunc(cmds, func(a, b string) int { return t.Up.generatorIndex(a) - t.Up.generatorIndex(b) })
 		from := s.tip
 		for _, c := range commits {
 			if s.tip, err = commitChanges(out, s.tip, c.changes, c.msg); err != nil {
@@ -450,7 +451,7 @@ func generatedMessage(subject string, cmds []string) string {
 	if area, _, ok := strings.Cut(subject, ": "); ok {
 		s = area + ": " + s
 	}
-	return fmt.Sprintf("%s\n\nWhat upstream's generators write for the previous commit, %q;\nnothing in this commit is edited by hand. To reproduce, run from the\nrepository's root:\n\n    %s\n",
+	return fmt.Sprintf("%s\n\nWhat upstream's generators write for the previous commit,\n%q; nothing in this commit is\nedited by hand. To reproduce, run from the repository's root:\n\n    %s\n",
 		s, subject, strings.Join(cmds, "\n    "))
 }
 

@@ -214,7 +214,7 @@ func (p PRText) section(heading string, h headerParts) (string, error) {
 			notes = append(notes, p.Input.Notes)
 		}
 		if p.Generated != "" {
-			notes = append(notes, fmt.Sprintf("The generated files are in a commit of their own, %q, made by\nupstream's generators from the first commit, which holds everything written by hand:\n\n    %s",
+			notes = append(notes, fmt.Sprintf("The generated files are in a commit of their own, %q:\nwhat upstream's generators make of the first commit, which holds everything\nwritten by hand. To reproduce them:\n\n    %s",
 				p.Generated, strings.Join(p.GeneratedBy, "\n    ")))
 		}
 		return strings.Join(notes, "\n\n"), nil

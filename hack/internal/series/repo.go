@@ -29,6 +29,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -63,6 +64,11 @@ type Upstream struct {
 type Generator struct {
 	Command string // how upstream runs it, from the repository's root
 	Paths   []string
+}
+
+// generatorIndex orders generators' commands as the upstream lists them.
+func (u Upstream) generatorIndex(command string) int {
+	return slices.IndexFunc(u.Generators, func(g Generator) bool { return g.Command == command })
 }
 
 // generator returns the generator that writes p, or nil for a hand-written file.
