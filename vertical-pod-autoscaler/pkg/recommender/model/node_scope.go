@@ -55,6 +55,12 @@ type NodeUIDs func(nodeName string) (types.UID, bool)
 // recommendation (the recommender's --node-scope-min-history).
 const DefaultMinNodeHistory = time.Hour
 
+// DefaultNodeCheckpointsTimeout is the default of the recommender's
+// --node-scope-checkpoints-timeout: the deadline of the per-node checkpoint
+// writes and the cleanup of a loop, which make at most 10 writes and 10
+// deletes each.
+const DefaultNodeCheckpointsTimeout = 10 * time.Second
+
 // IsNodeScoped tells whether the VPA gets one recommendation per node
 // (nodescope.NodeScoped).
 func (vpa *Vpa) IsNodeScoped() bool {

@@ -57,6 +57,10 @@ type NodeScope struct {
 	// in the VPA's slices and its pod gets the VPA's DaemonSet-wide
 	// recommendation (status.recommendation).
 	MinHistory time.Duration
+	// CheckpointsTimeout is the deadline of the per-node checkpoints and the
+	// cleanup in a loop (--node-scope-checkpoints-timeout), which they do not
+	// share with upstream's checkpoints.
+	CheckpointsTimeout time.Duration
 }
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
@@ -90,16 +94,16 @@ type NodeCheckpointStore interface {
 
 // NewNodeScope returns the NodeScope of the recommender. With the
 // DaemonSetNodeScope gate on: slices and checkpoint slices through the client,
-// the nodes of the informer factory, the given minimum of per-node history, and
-// a Cleaner over metadata informers of both kinds (in namespace, or all when
-// empty), started with stopCh. With the gate off it holds no writer, store or
+// the nodes of the informer factory, the given minimum of per-node history and
+// deadline of the checkpoints, and a Cleaner over metadata informers of both
+// kinds (in namespace, or all when empty), started with stopCh. With the gate off it holds no writer, store or
 // cleaner and starts nothing, so the recommender never reads or writes the
 // alpha kinds (whose CRDs may be absent); slices written while the gate was on
 // stay until their VPA is deleted.
 func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
-	namespace string, minHistory time.Duration, stopCh <-chan struct{},
+	namespace string, minHistory, checkpointsTimeout time.Duration, stopCh <-chan struct{},
 ) NodeScope {
-	scope := NodeScope{MinHistory: minHistory}
+	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout}
 	if !features.Enabled(features.DaemonSetNodeScope) {
 		return scope
 	}
@@ -248,6 +252,19 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))
 	}
 	klog.V(4).InfoS("Per-node recommendations", "vpa", klog.KObj(observedVpa), "nodes", len(recs), "created", len(plan.Create), "updated", len(plan.Update), "deleted", len(plan.Delete))
+}
+
+// maintainNodeScope stores the per-node checkpoints and cleans up the slices of
+// VPAs without scope node, with a deadline of their own: upstream's checkpoint
+// writer, which runs first, may use up the loop's, and per-node history would
+// then never be stored.
+func (r *recommender) maintainNodeScope(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.nodeScope.CheckpointsTimeout)
+	defer cancel()
+	if r.useCheckpoints {
+		r.maintainNodeCheckpoints(ctx)
+	}
+	r.cleanupNodeScope(ctx)
 }
 
 // maintainNodeCheckpoints stores the per-node history of the VPAs with scope

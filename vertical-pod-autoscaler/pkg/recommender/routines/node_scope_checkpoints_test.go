@@ -252,3 +252,46 @@ func TestNodeCheckpointsKeptOverFailedLoad(t *testing.T) {
 		}
 	}
 }
+
+// deadlineWriter is upstream's checkpoint writer in a cluster with many VPAs:
+// it writes until the loop's checkpoint deadline is up.
+type deadlineWriter struct{}
+
+func (deadlineWriter) StoreCheckpoints(ctx context.Context, _ int) {
+	<-ctx.Done()
+}
+
+// TestNodeCheckpointsOwnDeadline: when upstream's checkpoint writer uses up the
+// deadline that the loop gives MaintainCheckpoints, the per-node checkpoints
+// are written and the slices of a VPA that dropped the scope deleted all the
+// same.
+func TestNodeCheckpointsOwnDeadline(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	f.r.checkpointWriter = deadlineWriter{}
+	f.r.nodeScope.Cleaner = newAPICleaner(f.client, nodescope.DefaultMaxCleanupDeletes)
+	f.run(t, map[string][2]float64{"busy": {2, 2e9}, "quiet": {0.1, 1e8}}, 2*time.Hour)
+	// As RunOnce calls it.
+	maintain := func() {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(100*time.Millisecond))
+		defer cancel()
+		f.r.MaintainCheckpoints(ctx)
+	}
+
+	f.r.UpdateVPAs()
+	maintain()
+	if nodes := f.checkpointed(t); len(nodes) != 2 {
+		t.Errorf("checkpointed nodes %v, want busy and quiet", nodes)
+	}
+
+	dropped := f.apiVPA.DeepCopy()
+	dropped.Spec.Scope = ""
+	if err := f.cluster.AddOrUpdateVpa(dropped, f.selector); err != nil {
+		t.Fatal(err)
+	}
+	f.cluster.SetObservedVPAs([]*vpa_types.VerticalPodAutoscaler{dropped})
+	maintain()
+	if slices, checkpoints := f.counts(t); slices != 0 || checkpoints != 0 {
+		t.Errorf("scope dropped: %d slices and %d checkpoint slices, want none", slices, checkpoints)
+	}
+}

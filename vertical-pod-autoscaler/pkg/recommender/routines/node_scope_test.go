@@ -110,10 +110,11 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 		CheckpointWriter:             checkpoint.NewCheckpointWriter(cluster, client.AutoscalingV1()),
 		CheckpointsGCInterval:        time.Hour,
 		NodeScope: NodeScope{
-			Nodes:       fakeNodes{},
-			Writer:      &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
-			Checkpoints: nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
-			MinHistory:  cfg.NodeScopeMinHistory,
+			Nodes:              fakeNodes{},
+			Writer:             &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
+			Checkpoints:        nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
+			MinHistory:         cfg.NodeScopeMinHistory,
+			CheckpointsTimeout: cfg.NodeScopeCheckpointsTimeout,
 		},
 		UseCheckpoints: true,
 	}.Make().(*recommender)
