@@ -17,10 +17,14 @@ limitations under the License.
 package nodescope
 
 import (
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -31,19 +35,21 @@ import (
 
 // Nodes tells which nodes count for a VPA with scope node.
 type Nodes struct {
-	Pods  listersv1.PodLister
-	Nodes listersv1.NodeLister
+	Pods       listersv1.PodLister
+	Nodes      listersv1.NodeLister
+	DaemonSets appslisters.DaemonSetLister
 }
 
-// NewNodes returns Nodes over the given pod lister and a node informer of the
+// NewNodes returns Nodes over the given pod lister, a node informer of the
 // factory, which keeps only what eligibility and identity need of a node
-// (name, UID, labels, taints) so that the cache stays small on large clusters.
+// (name, UID, labels, taints) so that the cache stays small on large clusters,
+// and the factory's DaemonSet informer (the controller fetcher's).
 func NewNodes(pods listersv1.PodLister, factory informers.SharedInformerFactory) *Nodes {
 	informer := factory.Core().V1().Nodes()
 	if err := informer.Informer().SetTransform(stripNode); err != nil {
 		klog.ErrorS(err, "Cannot trim the cached nodes")
 	}
-	return &Nodes{Pods: pods, Nodes: informer.Lister()}
+	return &Nodes{Pods: pods, Nodes: informer.Lister(), DaemonSets: factory.Apps().V1().DaemonSets().Lister()}
 }
 
 func stripNode(obj any) (any, error) {
@@ -57,24 +63,28 @@ func stripNode(obj any) (any, error) {
 	}, nil
 }
 
-// Eligible tells whether the DaemonSet of the pod can run on the node, by the
-// rules of the DaemonSet controller: no taint with effect NoSchedule or
-// NoExecute that the pod does not tolerate, and the pod's nodeSelector and
-// required node affinity match the node. It reads the pod's own spec, which
-// holds the DaemonSet's template and the tolerations the DaemonSet controller
-// adds (not-ready, unreachable, unschedulable, pressure conditions). A pod or
-// node that is not known is not eligible, nor a node whose name another
+// Eligible tells whether the DaemonSet that controls the pod should run on the
+// node (ShouldRunOn). A pod without a DaemonSet as its controller, a DaemonSet,
+// pod or node that is not known is not eligible, nor a node whose name another
 // machine (UID) has now.
 func (n *Nodes) Eligible(podID model.PodID, ref model.NodeRef) bool {
 	pod, err := n.Pods.Pods(podID.Namespace).Get(podID.PodName)
 	if err != nil {
 		return false
 	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "DaemonSet" || owner.APIVersion != appsv1.SchemeGroupVersion.String() {
+		return false
+	}
+	ds, err := n.DaemonSets.DaemonSets(pod.Namespace).Get(owner.Name)
+	if err != nil || ds.UID != owner.UID {
+		return false
+	}
 	node, err := n.Nodes.Get(ref.Name)
 	if err != nil || node.UID != ref.UID {
 		return false
 	}
-	return CanRunOn(pod, node)
+	return ShouldRunOn(ds, node)
 }
 
 // NodeUID returns the UID of the node of the given name, and whether the node
@@ -87,18 +97,41 @@ func (n *Nodes) NodeUID(nodeName string) (types.UID, bool) {
 	return node.UID, true
 }
 
-// CanRunOn tells whether the pod may run on the node: it tolerates the node's
-// NoSchedule and NoExecute taints and its required node affinity (nodeSelector
-// and requiredDuringSchedulingIgnoredDuringExecution) matches the node.
-func CanRunOn(pod *corev1.Pod, node *corev1.Node) bool {
+// ShouldRunOn tells whether the DaemonSet should run a pod on the node, as the
+// DaemonSet controller decides (NodeShouldRunDaemonPod): its pod template, with
+// the tolerations the controller adds to every pod of a DaemonSet, tolerates
+// the node's NoSchedule and NoExecute taints, and the template's nodeSelector
+// and required node affinity match the node. It reads the template, not a pod:
+// the controller replaces a pod's required node affinity by the node's name.
+func ShouldRunOn(ds *appsv1.DaemonSet, node *corev1.Node) bool {
+	spec := &ds.Spec.Template.Spec
+	tolerations := append(slices.Clip(spec.Tolerations), daemonPodTolerations...)
+	if spec.HostNetwork {
+		tolerations = append(tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
 	// Tolerations with the comparison operators (Gt, Lt) exist only where the
 	// API server allows them, so they are honoured here.
-	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations,
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations,
 		func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}, true); untolerated {
 		return false
 	}
-	matches, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	template := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: spec.NodeSelector, Affinity: spec.Affinity}}
+	matches, err := nodeaffinity.GetRequiredNodeAffinity(template).Match(node)
 	return err == nil && matches
+}
+
+// daemonPodTolerations are the tolerations the DaemonSet controller adds to
+// every pod of a DaemonSet (k8s.io/kubernetes/pkg/controller/daemon/util
+// AddOrUpdateDaemonPodTolerations), the network-unavailable one aside, which
+// only pods with host network get. Appending them to the template's has the
+// same effect on which taints are tolerated as the controller's update.
+var daemonPodTolerations = []corev1.Toleration{
+	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 }

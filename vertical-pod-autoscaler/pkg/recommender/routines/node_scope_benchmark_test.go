@@ -26,10 +26,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -71,26 +73,43 @@ func (f *nodeScopeFixture) feedVarying(b *testing.B, rnd *rand.Rand, node string
 	}
 }
 
-// benchNodes is a NodeChecker over listers of the DaemonSet's pods and of the
-// nodes, as the recommender has them from its informers.
+// benchNodes is a NodeChecker over listers of the DaemonSet, its pods and the
+// nodes, as the recommender has them from its informers; the pods are shaped
+// as the DaemonSet controller creates them.
 func benchNodes(b *testing.B, nodes int) *nodescope.Nodes {
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	daemonSets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "ds-uid"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"infra"}}}}},
+			}}},
+			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+		}}},
+	}
+	if err := daemonSets.Add(ds); err != nil {
+		b.Fatal(err)
+	}
+	owner := *metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
 	for i := range nodes {
 		name := fmt.Sprintf("node-%05d", i)
-		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/os": "linux"}},
+		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/os": "linux", "pool": "infra"}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-" + name, Namespace: "default"}, Spec: corev1.PodSpec{
-			NodeName:     name,
-			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
-			Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
-		}}); err != nil {
+		spec := ds.Spec.Template.Spec.DeepCopy()
+		spec.NodeName = name
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{
+			{MatchFields: []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}}},
+		}
+		if err := pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-" + name, Namespace: "default", OwnerReferences: []metav1.OwnerReference{owner}}, Spec: *spec}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return &nodescope.Nodes{Pods: listersv1.NewPodLister(pods), Nodes: listersv1.NewNodeLister(nodeStore)}
+	return &nodescope.Nodes{Pods: listersv1.NewPodLister(pods), Nodes: listersv1.NewNodeLister(nodeStore), DaemonSets: appslisters.NewDaemonSetLister(daemonSets)}
 }
 
 // BenchmarkRecommenderLoop measures the recommender loop's UpdateVPAs (the
