@@ -19,7 +19,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e save verify-saved patches roundtrip verify test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -102,6 +102,10 @@ roundtrip: tools
 ## verify: formatting, vet, pins, overlay claims, the series applies, the export round trip
 verify: tools
 	@hack/verify.sh
+
+## verify-upstream: upstream's own hack/verify-*.sh of Kubernetes and the VPA in scratch clones of the trees (QUICK=1: upstream's quick ones); hack/verify-upstream-skip.txt lists what it leaves out
+verify-upstream: preflight
+	@hack/verify-upstream.sh $(if $(QUICK),-quick)
 
 ## test: verify, then the unit and integration tests; ends with "N passed, N failed"
 test: tools

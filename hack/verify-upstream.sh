@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+
+# Copyright The Kubernetes Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+# make verify-upstream: upstream's own verify scripts on the series, in scratch clones
+# of the trees (the trees themselves are never touched), through upstream's own
+# runners: hack/make-rules/verify.sh (WHAT=) for Kubernetes, the VPA's
+# hack/verify-all.sh (EXCLUDE=) for the VPA. Every script runs that can run without
+# the internet (the Go module proxy and Debian's packages are used); those left out
+# are in hack/verify-upstream-skip.txt with the reason. Ends with the counts and every
+# script's time (docs/testing.md, verify-upstream).
+#   hack/verify-upstream.sh [-quick] [kubernetes] [autoscaler]
+# -quick: only the scripts upstream's verify.sh runs in its quick mode (QUICK_PATTERNS).
+# VERIFY_UPSTREAM_KEEP=1 keeps the scratch clones (_output/verify-upstream) as they are
+# when they exist, e.g. to rerun one script: VERIFY_UPSTREAM_KEEP=1 WHAT=gofmt
+# hack/verify-upstream.sh kubernetes. VERIFY_UPSTREAM_WORK puts them elsewhere.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+SKIP=$ROOT/hack/verify-upstream-skip.txt
+WORK=${VERIFY_UPSTREAM_WORK:-$OUT/verify-upstream}
+quick=false
+sides=()
+for a in "$@"; do
+  case $a in
+  -quick) quick=true ;;
+  kubernetes | autoscaler) sides+=("$a") ;;
+  *) echo "usage: hack/verify-upstream.sh [-quick] [kubernetes] [autoscaler]" >&2; exit 2 ;;
+  esac
+done
+[ ${#sides[@]} -gt 0 ] || sides=(kubernetes autoscaler)
+mkdir -p "$WORK"
+RESULTS=$WORK/results.txt # upstream script result seconds
+: >"$RESULTS"
+
+# skipped UPSTREAM SCRIPT: the reason the skip list gives, if it lists the script.
+skipped() {
+  awk -v u="$1" -v s="$2" '$1 == u && $2 == s { $1 = ""; $2 = ""; sub(/^ +/, ""); print; found = 1 } END { exit !found }' "$SKIP"
+}
+
+# debian PACKAGE COMMAND: installs Debian's PACKAGE when COMMAND is not on PATH (as
+# root, as make test installs etcd-server).
+debian() {
+  command -v "$2" >/dev/null && return 0
+  [ "$(id -u)" = 0 ] || { echo "error: $2 is not on PATH: install Debian's $1 (or run as root)" >&2; return 1; }
+  echo "installing Debian's $1 (for $2)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1"; } >"$WORK/apt-$1.log" 2>&1 ||
+    { tail -n 20 "$WORK/apt-$1.log"; return 1; }
+}
+
+# clone UPSTREAM: a scratch clone of the tree's committed series at $WORK/UPSTREAM
+# (a fixed path: the go build and test caches are keyed by it).
+clone() {
+  local dir=$WORK/$1
+  if [ "${VERIFY_UPSTREAM_KEEP:-}" = 1 ] && [ -d "$dir/.git" ]; then
+    echo "reusing the scratch clone $dir"
+    return 0
+  fi
+  [ -d "$OUT/$1/.git" ] || { echo "error: no tree at $OUT/$1; run 'make tree' first" >&2; return 1; }
+  rm -rf "$dir"
+  git clone -q --shared "$OUT/$1" "$dir"
+  git -C "$dir" config user.name verify-upstream
+  git -C "$dir" config user.email verify-upstream@localhost
+}
+
+# etcd_for TREE: puts an etcd at least as new as the one upstream's scripts ask for
+# (hack/lib/etcd.sh; Debian's is 3.4) on PATH, built from the go.etcd.io/etcd/server/v3
+# module the tree pins (the Go module proxy; upstream downloads a release from GitHub).
+etcd_for() {
+  local tree=$1 want have bin
+  want=$(sed -n 's/^ETCD_VERSION=${ETCD_VERSION:-\(.*\)}$/\1/p' "$tree/hack/lib/etcd.sh")
+  have=$(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+  [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" = "$want" ] && return 0
+  bin=$OUT/tools/etcd-$want
+  if [ ! -x "$bin/etcd" ]; then
+    [ "$(cd "$tree" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" = "v$want" ] ||
+      { echo "error: hack/lib/etcd.sh asks for etcd $want, the tree pins go.etcd.io/etcd/server/v3 at another version" >&2; return 1; }
+    echo "building etcd $want from go.etcd.io/etcd/server/v3 (Debian's is ${have:-not installed})"
+    (cd "$tree" && go build -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  fi
+  export PATH=$bin:$PATH
+}
+
+# vendor_tree TREE: upstream's scripts expect upstream's git checkout, which the
+# module zips are not: a vendor/ directory (they build with GOPROXY=off;
+# verify-vendor and verify-vendor-licenses compare it) and the staging modules'
+# go.mod files in their git form (k8s.io/* at v0.0.0 with replace directives to
+# ../<module>; the zips carry the publishing bot's form, v0.36.3 without them).
+# hack/update-vendor.sh makes both in the clone, which commits the result; the diff it
+# made to go.mod and go.sum files the series changes is logged for review
+# ($WORK/vendor-series.diff), since verify-vendor then checks only that a second run
+# changes nothing.
+vendor_tree() {
+  local tree=$1 series
+  echo "populating vendor/ and the git form of go.mod in the scratch clone (hack/update-vendor.sh)"
+  TREE=$tree hack/in-tree.sh hack/update-vendor.sh >"$WORK/update-vendor.log" 2>&1 ||
+    { tail -n 30 "$WORK/update-vendor.log"; return 1; }
+  series=$(cd "$tree" && git diff --name-only "$(git rev-list --max-parents=0 HEAD)" HEAD -- '*go.mod' '*go.sum' '*go.work' '*go.work.sum')
+  (cd "$tree" && { [ -z "$series" ] || git diff HEAD -- $series; } >"$WORK/vendor-series.diff" &&
+    git add -A . && git commit -q -m "upstream's git form: vendor/, staging go.mod (verify-upstream)")
+  [ -z "$series" ] || echo "the series changes $(wc -w <<<"$series") go.mod/go.sum files; hack/update-vendor.sh's diff to them: $WORK/vendor-series.diff"
+}
+
+# names_in DIR PATTERN: the verify scripts of DIR's hack/ matching PATTERN.
+names_in() { (cd "$1/hack" && ls $2 2>/dev/null) || true; }
+
+# upstream_list TREE BLOCK: the patterns of an array of upstream's verify.sh
+# (EXCLUDED_PATTERNS, QUICK_PATTERNS), read from the script itself.
+upstream_list() {
+  sed -n "/^$2+\?=(/,/^ *)/p" "$1/hack/make-rules/verify.sh" | sed -n 's/^ *"\([^"]*\)".*/\1/p'
+}
+
+kubernetes() {
+  local tree=$WORK/kubernetes s name what=() reason pat excluded quickset log=$WORK/kubernetes.log
+  clone kubernetes
+  [ -f "$tree/hack/tools/golangci-lint/go.mod" ] ||
+    { echo "error: the tree's hack/tools predates upstream's tool modules: run 'make tree'" >&2; return 1; }
+  debian shellcheck shellcheck
+  debian jq jq
+  etcd_for "$tree"
+  [ "${VERIFY_UPSTREAM_KEEP:-}" = 1 ] && [ -f "$tree/vendor/modules.txt" ] || vendor_tree "$tree"
+  excluded=$(upstream_list "$tree" EXCLUDED_PATTERNS)
+  quickset=$(upstream_list "$tree" QUICK_PATTERNS)
+  for s in $(names_in "$tree" 'verify-*.sh') $(names_in "$tree" 'verify-*.py'); do
+    for pat in $excluded; do
+      # shellcheck disable=SC2053 # a glob of upstream's list
+      [[ $s == $pat ]] && continue 2
+    done
+    if reason=$(skipped kubernetes "$s"); then
+      echo "skipped: $s: $reason"
+      continue
+    fi
+    if $quick && ! grep -qxF "$s" <<<"$quickset"; then continue; fi
+    name=${s#verify-}
+    what+=("${name%.*}")
+  done
+  # The staging modules' own hack/verify-*.sh (verify.sh runs them after the root's,
+  # each consuming one mention of its name in WHAT).
+  if ! $quick; then
+    for s in $(cd "$tree" && ls staging/src/k8s.io/*/hack/verify-*.sh 2>/dev/null); do
+      if reason=$(skipped kubernetes "$s"); then echo "skipped: $s: $reason"; continue; fi
+      name=$(basename "$s" .sh)
+      what+=("${name#verify-}")
+    done
+  fi
+  [ -n "${WHAT:-}" ] && read -r -a what <<<"$WHAT"
+  echo "== kubernetes: ${#what[@]} scripts through hack/make-rules/verify.sh (log: $log)"
+  TREE=$tree WHAT="${what[*]}" KUBE_JUNIT_REPORT_DIR=$WORK/junit \
+    hack/in-tree.sh hack/make-rules/verify.sh 2>&1 | tee "$log" |
+    sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -E '^(SUCCESS|FAILED) ' || true
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '$1 == "SUCCESS" || $1 == "FAILED" { sub(/s$/, "", $3); print "kubernetes", $2, ($1 == "SUCCESS" ? "pass" : "fail"), $3 }' >>"$RESULTS"
+}
+
+autoscaler() {
+  local tree=$WORK/autoscaler s exclude=() reason log=$WORK/autoscaler.log
+  clone autoscaler
+  # The VPA's verify-all.sh sources the autoscaler repository's hack/kube-env.sh (its
+  # colours), which the VPA's module zip does not carry.
+  if [ ! -f "$tree/hack/kube-env.sh" ]; then
+    mkdir -p "$tree/hack"
+    printf '%s\n' '# The colours of the autoscaler repository'"'"'s hack/kube-env.sh (verify-upstream).' \
+      'color_red="\033[0;31m" color_green="\033[0;32m" color_yellow="\033[0;33m" color_norm="\033[0m"' >"$tree/hack/kube-env.sh"
+  fi
+  for s in $(names_in "$tree/vertical-pod-autoscaler" 'verify-*.sh'); do
+    [ "$s" = verify-all.sh ] && continue
+    if reason=$(skipped autoscaler "$s"); then
+      echo "skipped: $s: $reason"
+      exclude+=("$s")
+    fi
+  done
+  echo "== autoscaler: vertical-pod-autoscaler/hack/verify-all.sh -v (log: $log)"
+  # verify-all.sh prints no times: each line is stamped as it arrives.
+  (cd "$tree/vertical-pod-autoscaler" && EXCLUDE="${exclude[*]}" bash hack/verify-all.sh -v 2>&1) |
+    while IFS= read -r line; do printf '%s %s\n' "$(date +%s)" "$line"; done >"$log" || true
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '
+    $2 == "Verifying" { n = split($3, p, "/"); name = p[n]; start = $1 }
+    ($2 == "SUCCESS" || $2 == "FAILED") && name != "" { print "autoscaler", name, ($2 == "SUCCESS" ? "pass" : "fail"), $1 - start; name = "" }' |
+    tee -a "$RESULTS" | awk '{ printf "%s %s\t%ss\n", ($3 == "pass" ? "SUCCESS" : "FAILED "), $2, $4 }'
+}
+
+start=$SECONDS
+for side in "${sides[@]}"; do "$side"; done
+echo "== verify-upstream ($((SECONDS - start))s)"
+awk '{ printf "%-5s %-11s %-45s %6ss\n", $3, $1, $2, $4 }' "$RESULTS"
+awk '{ n[$3]++; t += $4 } END { printf "%d passed, %d failed (%d s in the scripts)\n", n["pass"], n["fail"], t }' "$RESULTS"
+! grep -q ' fail ' "$RESULTS"
