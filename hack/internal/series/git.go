@@ -148,6 +148,23 @@ func (g git) diffTrees(from, to string) ([]Change, error) {
 	return changes, nil
 }
 
+// binaryPaths lists the paths added or changed between two tree-ish objects
+// whose new content git takes for binary.
+func (g git) binaryPaths(from, to string) ([]string, error) {
+	out, err := g.runBytes(nil, "diff-tree", "-r", "-z", "--no-renames", "--numstat", "--diff-filter=AMT", from, to)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, f := range nulFields(out) {
+		// Each record is "added\tdeleted\tpath"; both counts are "-" for a binary file.
+		if rest, ok := strings.CutPrefix(f, "-\t-\t"); ok {
+			paths = append(paths, rest)
+		}
+	}
+	return paths, nil
+}
+
 // worktreeTree writes the state of the work tree (tracked and untracked, not ignored
 // files) as a tree object without touching the real index, and returns its ID.
 func (g git) worktreeTree() (string, error) {

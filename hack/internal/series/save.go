@@ -66,6 +66,12 @@ func (t *Tree) Save(into string) ([]string, error) {
 		return nil, nil
 	}
 
+	if bin, err := g.binaryPaths(st.Tip(), work); err != nil {
+		return nil, err
+	} else if len(bin) > 0 {
+		return nil, fmt.Errorf("binary files are not source and the series does not carry them (a build output in the tree?); remove them from the tree, nothing was saved:\n  %s", strings.Join(bin, "\n  "))
+	}
+
 	var target *Group
 	if into != "" {
 		gr, err := FindGroup(groups, into)

@@ -328,6 +328,30 @@ func TestSaveWritesEditsIntoTheirGroups(t *testing.T) {
 	}
 }
 
+// A build output left in the tree (a compiled kubelet at its root once went
+// into a group's upstream.patch this way) is refused, and nothing is saved.
+func TestSaveRefusesBinaryFiles(t *testing.T) {
+	f := newFixture(t)
+	st := f.sync(t)
+	writeFiles(t, f.tree.Dir(), map[string]string{
+		"kubelet":    "\x7fELF\x02\x01\x01\x00\x00\x00binary",
+		"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 44", 1),
+	})
+	_, err := f.tree.Save("10-first")
+	if err == nil || !strings.Contains(err.Error(), "binary") || !strings.Contains(err.Error(), "kubelet") || strings.Contains(err.Error(), "a.go") {
+		t.Fatalf("got %v, want a refusal naming kubelet only", err)
+	}
+	if head, _ := f.tree.git().run("rev-parse", "HEAD"); head != st.Tip() {
+		t.Errorf("HEAD moved to %s", head)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/10-first/upstream.patch")); strings.Contains(got, "kubelet") || strings.Contains(got, "return 44") {
+		t.Errorf("the repository changed:\n%s", got)
+	}
+	if got := f.treeFile(t, "pkg/a/a.go"); !strings.Contains(got, "return 44") {
+		t.Errorf("the edit was lost: %q", got)
+	}
+}
+
 func TestSaveConflictLeavesTheTreeAsItWas(t *testing.T) {
 	f := newFixture(t)
 	st := f.sync(t)
