@@ -1,0 +1,139 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocation
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	resourcehelper "k8s.io/component-helpers/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/kubernetes/pkg/features"
+	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
+)
+
+// NewBalloonUsageAdmitHandler returns a PodAdmitHandler that defers a balloon's
+// memory upsize that fits the node's requests but not what its pods actually
+// use. Requests alone would let a balloon take memory that Burstable and
+// BestEffort pods use above their requests, and the eviction manager would then
+// evict them: the reclaim must wait instead.
+//
+// memoryStats is the kubelet's summary of cpu and memory usage, getNode the
+// kubelet's node and thresholds its eviction thresholds.
+func NewBalloonUsageAdmitHandler(allocationManager Manager, memoryStats func(context.Context) (*statsapi.Summary, error), getNode func(context.Context, bool) (*v1.Node, error), thresholds []evictionapi.Threshold) lifecycle.PodAdmitHandler {
+	return &balloonUsageAdmitHandler{
+		allocationManager: allocationManager,
+		memoryStats:       memoryStats,
+		getNode:           getNode,
+		thresholds:        thresholds,
+	}
+}
+
+type balloonUsageAdmitHandler struct {
+	allocationManager Manager
+	memoryStats       func(context.Context) (*statsapi.Summary, error)
+	getNode           func(context.Context, bool) (*v1.Node, error)
+	thresholds        []evictionapi.Threshold
+}
+
+// Admit defers a balloon upsize when, with the balloon at its new size:
+//   - the working set of the node's other pods plus the memory requests of its
+//     balloons exceeds the node's allocatable memory, which is capacity less the
+//     system and kube reservations and the hard memory.available threshold; or
+//   - memory.available less the balloon's growth falls below the hard
+//     memory.available eviction threshold.
+//
+// Usage it cannot read defers the upsize too: a reclaim is retried, an eviction
+// is not undone.
+func (h *balloonUsageAdmitHandler) Admit(attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+	pod := attrs.Pod
+	if attrs.Operation != lifecycle.ResizeOperation || !kubetypes.IsBalloonPod(pod) {
+		return lifecycle.PodAdmitResult{Admit: true}
+	}
+	allocatedPod, _ := h.allocationManager.UpdatePodFromAllocation(pod)
+	growth := podMemoryRequest(pod)
+	growth.Sub(podMemoryRequest(allocatedPod))
+	if growth.Sign() <= 0 {
+		return lifecycle.PodAdmitResult{Admit: true}
+	}
+
+	ctx := context.TODO()
+	summary, err := h.memoryStats(ctx)
+	if err != nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
+		return deferBalloonUpsize("the node's memory usage is not known yet (%v)", err)
+	}
+	node, err := h.getNode(ctx, true)
+	if err != nil {
+		return deferBalloonUpsize("the node's allocatable memory is not known (%v)", err)
+	}
+
+	balloons := podMemoryRequest(pod)
+	workloads := sets.New[types.UID]()
+	for _, p := range attrs.OtherPods {
+		if kubetypes.IsBalloonPod(p) {
+			balloons.Add(podMemoryRequest(p))
+		} else {
+			workloads.Insert(p.UID)
+		}
+	}
+	inUse := resource.NewQuantity(0, resource.BinarySI)
+	for _, ps := range summary.Pods {
+		if workloads.Has(types.UID(ps.PodRef.UID)) && ps.Memory != nil && ps.Memory.WorkingSetBytes != nil {
+			inUse.Add(*resource.NewQuantity(int64(*ps.Memory.WorkingSetBytes), resource.BinarySI))
+		}
+	}
+	allocatable := node.Status.Allocatable.Memory()
+	needed := inUse.DeepCopy()
+	needed.Add(balloons)
+	if needed.Cmp(*allocatable) > 0 {
+		return deferBalloonUpsize("memory in use: pods use %s (working set) and balloons would hold %s, more than the node's allocatable memory %s",
+			inUse, &balloons, allocatable)
+	}
+
+	available := resource.NewQuantity(int64(*summary.Node.Memory.AvailableBytes), resource.BinarySI)
+	capacity := resource.NewQuantity(int64(*summary.Node.Memory.AvailableBytes+*summary.Node.Memory.WorkingSetBytes), resource.BinarySI)
+	for _, t := range h.thresholds {
+		if t.Signal != evictionapi.SignalMemoryAvailable || t.GracePeriod != 0 {
+			continue
+		}
+		left := available.DeepCopy()
+		left.Sub(growth)
+		if threshold := evictionapi.GetThresholdQuantity(t.Value, capacity); left.Cmp(*threshold) < 0 {
+			return deferBalloonUpsize("memory in use: memory.available is %s, and growing the balloon by %s would leave %s, below the hard eviction threshold %s",
+				available, &growth, &left, threshold)
+		}
+	}
+	return lifecycle.PodAdmitResult{Admit: true}
+}
+
+func deferBalloonUpsize(format string, args ...any) lifecycle.PodAdmitResult {
+	return lifecycle.PodAdmitResult{Admit: false, Reason: v1.PodReasonDeferred, Message: fmt.Sprintf(format, args...)}
+}
+
+func podMemoryRequest(pod *v1.Pod) resource.Quantity {
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		SkipPodLevelResources: !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
+	})
+	return requests.Memory().DeepCopy()
+}

@@ -1,0 +1,202 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocation
+
+import (
+	"context"
+	"errors"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/kubernetes/pkg/features"
+	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/utils/ptr"
+)
+
+// memoryUsage is what the kubelet's summary says the node and its pods use.
+type memoryUsage struct {
+	nodeAvailable, nodeWorkingSet string
+	pods                          map[*v1.Pod]string
+	err                           error
+}
+
+func (u *memoryUsage) summary(context.Context) (*statsapi.Summary, error) {
+	if u.err != nil {
+		return nil, u.err
+	}
+	bytes := func(q string) *uint64 { v := resource.MustParse(q); return ptr.To(uint64(v.Value())) }
+	s := &statsapi.Summary{Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{
+		AvailableBytes:  bytes(u.nodeAvailable),
+		WorkingSetBytes: bytes(u.nodeWorkingSet),
+	}}}
+	for pod, ws := range u.pods {
+		s.Pods = append(s.Pods, statsapi.PodStats{
+			PodRef: statsapi.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)},
+			Memory: &statsapi.MemoryStats{WorkingSetBytes: bytes(ws)},
+		})
+	}
+	return s, nil
+}
+
+// withUsageCheck adds the usage-aware balloon check after the node's admission
+// chain, as the kubelet does, with a hard memory.available threshold of 500Mi.
+func (n *balloonNode) withUsageCheck(usage *memoryUsage) *balloonNode {
+	getNode := func(context.Context, bool) (*v1.Node, error) {
+		return &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("4Gi")}}}, nil
+	}
+	thresholds := []evictionapi.Threshold{
+		{Signal: evictionapi.SignalMemoryAvailable, Operator: evictionapi.OpLessThan, Value: evictionapi.ThresholdValue{Quantity: ptr.To(resource.MustParse("500Mi"))}},
+		// A soft threshold decides nothing here.
+		{Signal: evictionapi.SignalMemoryAvailable, Operator: evictionapi.OpLessThan, Value: evictionapi.ThresholdValue{Quantity: ptr.To(resource.MustParse("3Gi"))}, GracePeriod: 60e9},
+	}
+	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{NewBalloonUsageAdmitHandler(n.manager, usage.summary, getNode, thresholds)})
+	return n
+}
+
+func (n *balloonNode) allocatedMemory(t *testing.T, pod *v1.Pod) string {
+	t.Helper()
+	alloc, ok := n.manager.GetContainerResourceAllocation(pod.UID, pod.Spec.Containers[0].Name)
+	if !ok {
+		t.Fatalf("no allocation for %s", pod.Name)
+	}
+	return alloc.Requests.Memory().String()
+}
+
+func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
+	}
+	// The node has 4Gi allocatable; the balloon holds 1Gi and a Burstable pod requests 1Gi.
+	for _, tc := range []struct {
+		name       string
+		gate       bool
+		usage      memoryUsage
+		to         string
+		wantMemory string
+		wantMsg    string
+	}{{
+		name:       "fits requests but not the burstable pod's usage",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "2500Mi"}},
+		to:         "2Gi",
+		wantMemory: "1Gi",
+		wantMsg:    "memory in use: pods use 2500Mi (working set) and balloons would hold 2Gi, more than the node's allocatable memory 4Gi",
+	}, {
+		name:       "fits requests and usage",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "1500Mi"}},
+		to:         "2Gi",
+		wantMemory: "2Gi",
+	}, {
+		name:       "fits the node's pods but would cross the hard eviction threshold",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "1Gi", nodeWorkingSet: "7Gi", pods: map[*v1.Pod]string{nil: "500Mi"}},
+		to:         "2Gi",
+		wantMemory: "1Gi",
+		wantMsg:    "memory in use: memory.available is 1Gi, and growing the balloon by 1Gi would leave 0, below the hard eviction threshold 500Mi",
+	}, {
+		name:       "usage that cannot be read",
+		gate:       true,
+		usage:      memoryUsage{err: errors.New("cadvisor is not ready")},
+		to:         "2Gi",
+		wantMemory: "1Gi",
+		wantMsg:    "the node's memory usage is not known yet (cadvisor is not ready)",
+	}, {
+		name:       "a downsize is never held back by usage",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "100Mi", nodeWorkingSet: "8Gi", pods: map[*v1.Pod]string{nil: "4Gi"}},
+		to:         "512Mi",
+		wantMemory: "512Mi",
+	}, {
+		name:       "gate off: requests decide, as upstream",
+		gate:       false,
+		usage:      memoryUsage{nodeAvailable: "1Gi", nodeWorkingSet: "7Gi", pods: map[*v1.Pod]string{nil: "2500Mi"}},
+		to:         "2Gi",
+		wantMemory: "2Gi",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, tc.gate)
+			balloon, workload := newBalloon("100m", "1Gi"), newWorkload("burstable", "100m", "1Gi")
+			usage := tc.usage
+			if ws, ok := usage.pods[nil]; ok {
+				// The balloon's own working set is not usage that its growth would displace.
+				usage.pods = map[*v1.Pod]string{workload: ws, balloon: "1Gi"}
+			}
+			n := newBalloonNode(t, balloon, workload).withUsageCheck(&usage)
+
+			n.resize(balloon, "100m", tc.to)
+			n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+
+			if len(n.preempted) != 0 {
+				t.Fatalf("the resize preempted %v", n.preempted)
+			}
+			if got := n.allocatedMemory(t, balloon); got != tc.wantMemory {
+				t.Errorf("balloon allocated memory = %s, want %s", got, tc.wantMemory)
+			}
+			c := n.pendingCondition(balloon)
+			if tc.wantMsg == "" {
+				if c != nil {
+					t.Errorf("want the resize admitted, got %+v", c)
+				}
+				return
+			}
+			if c == nil || c.Reason != v1.PodReasonDeferred {
+				t.Fatalf("want a Deferred PodResizePending condition, got %+v", c)
+			}
+			if !strings.Contains(c.Message, tc.wantMsg) {
+				t.Errorf("Deferred message = %q, want it to say %q", c.Message, tc.wantMsg)
+			}
+			if !n.manager.HasPendingResizes() {
+				t.Error("the deferred balloon upsize must stay pending for a retry")
+			}
+		})
+	}
+}
+
+func TestBalloonUpsizeDeferredByUsageAppliesOnRetry(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
+	}
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	balloon, workload := newBalloon("100m", "1Gi"), newWorkload("besteffort", "0", "0")
+	workload.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	usage := &memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{workload: "3Gi"}}
+	n := newBalloonNode(t, balloon, workload).withUsageCheck(usage)
+
+	n.resize(balloon, "100m", "2Gi")
+	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+	if c := n.pendingCondition(balloon); c == nil || c.Reason != v1.PodReasonDeferred {
+		t.Fatalf("a BestEffort pod's usage must defer the upsize, got %+v", c)
+	}
+
+	// The pod's usage falls: the periodic retry applies the upsize.
+	usage.pods[workload] = "1Gi"
+	n.manager.RetryPendingResizes(triggerReasonPeriodic)
+	if got := n.allocatedMemory(t, balloon); got != "2Gi" {
+		t.Errorf("balloon allocated memory = %s, want 2Gi once usage allows it", got)
+	}
+	if n.manager.HasPendingResizes() {
+		t.Error("no resize should be pending")
+	}
+}
