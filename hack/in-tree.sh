@@ -33,7 +33,9 @@ export PATH=$tree/third_party/protoc:$PATH
 # The .proto files upstream's generators import from vendor/ (gogo.proto), laid out as
 # vendor/ would hold them, for the protoc front end (KUBE_CARRY_PROTO_PATH).
 protos=$OUT/tools/proto-vendor
-gogo=$(cd "$tree" && go list -m -f '{{.Dir}}' github.com/gogo/protobuf)
+# (-mod=readonly: from the module cache also in a clone with vendor/, where go list
+# names no directory; make verify-upstream vendors its clone.)
+gogo=$(cd "$tree" && go list -mod=readonly -m -f '{{.Dir}}' github.com/gogo/protobuf)
 mkdir -p "$protos/github.com/gogo"
 ln -sfn "$gogo" "$protos/github.com/gogo/protobuf"
 export KUBE_CARRY_PROTO_PATH=$protos

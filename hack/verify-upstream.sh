@@ -78,7 +78,9 @@ clone() {
 
 # etcd_for TREE: puts an etcd at least as new as the one upstream's scripts ask for
 # (hack/lib/etcd.sh; Debian's is 3.4) on PATH, built from the go.etcd.io/etcd/server/v3
-# module the tree pins (the Go module proxy; upstream downloads a release from GitHub).
+# module at that version (the Go module proxy; upstream downloads a release from
+# GitHub), in a module of its own so that etcd's own requirements select its
+# dependencies.
 etcd_for() {
   local tree=$1 want have bin
   want=$(sed -n 's/^ETCD_VERSION=${ETCD_VERSION:-\(.*\)}$/\1/p' "$tree/hack/lib/etcd.sh")
@@ -86,12 +88,26 @@ etcd_for() {
   [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" = "$want" ] && return 0
   bin=$OUT/tools/etcd-$want
   if [ ! -x "$bin/etcd" ]; then
-    [ "$(cd "$tree" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" = "v$want" ] ||
-      { echo "error: hack/lib/etcd.sh asks for etcd $want, the tree pins go.etcd.io/etcd/server/v3 at another version" >&2; return 1; }
     echo "building etcd $want from go.etcd.io/etcd/server/v3 (Debian's is ${have:-not installed})"
-    (cd "$tree" && go build -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+    rm -rf "$bin" && mkdir -p "$bin/src"
+    (cd "$bin/src" && export GOWORK=off GOFLAGS=-mod=mod && go mod init etcd >/dev/null 2>&1 &&
+      go get "go.etcd.io/etcd/server/v3@v$want" >/dev/null 2>&1 && go build -o "$bin/etcd" go.etcd.io/etcd/server/v3) ||
+      { echo "error: cannot build etcd $want from go.etcd.io/etcd/server/v3@v$want" >&2; return 1; }
   fi
   export PATH=$bin:$PATH
+}
+
+# offline_tools DIR: the tools upstream's scripts install with `go install PKG@VERSION`
+# load the module's version list to look for a deprecation, which the Go module proxy
+# here refuses for some of them (403); the module cache, as a file proxy in front of
+# the real one, serves the list of what it holds. Each such tool is fetched first.
+offline_tools() {
+  local dir=$1 m
+  export GOPROXY="file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
+  for m in $(grep -rhoE 'go install "?[a-z0-9.-]+\.[a-z]+/[^ "@]+@v[0-9][^ "]*' "$dir" --include='verify-*.sh' | sed 's/^go install "\?//' | sort -u); do
+    (cd "$WORK" && GOWORK=off GOFLAGS=-mod=mod go mod download "${m%%@*}@${m#*@}" 2>/dev/null) ||
+      (cd "$WORK" && GOWORK=off go mod download "$(dirname "${m%%@*}")@${m#*@}" 2>/dev/null) || true
+  done
 }
 
 # vendor_tree TREE: upstream's scripts expect upstream's git checkout, which the
@@ -131,6 +147,7 @@ kubernetes() {
   debian shellcheck shellcheck
   debian jq jq
   etcd_for "$tree"
+  offline_tools "$tree/hack"
   [ "${VERIFY_UPSTREAM_KEEP:-}" = 1 ] && [ -f "$tree/vendor/modules.txt" ] || vendor_tree "$tree"
   excluded=$(upstream_list "$tree" EXCLUDED_PATTERNS)
   quickset=$(upstream_list "$tree" QUICK_PATTERNS)
@@ -174,6 +191,17 @@ autoscaler() {
     printf '%s\n' '# The colours of the autoscaler repository'"'"'s hack/kube-env.sh (verify-upstream).' \
       'color_red="\033[0;31m" color_green="\033[0;32m" color_yellow="\033[0;33m" color_norm="\033[0m"' >"$tree/hack/kube-env.sh"
   fi
+  # Its code generators take their license header from the repository's
+  # hack/boilerplate, which the zip lacks too: the header of the VPA's generated code.
+  if [ ! -f "$tree/hack/boilerplate/boilerplate.generatego.txt" ]; then
+    mkdir -p "$tree/hack/boilerplate"
+    sed -n '1,/^\*\/$/p' "$tree/vertical-pod-autoscaler/pkg/client/clientset/versioned/clientset.go" >"$tree/hack/boilerplate/boilerplate.generatego.txt"
+  fi
+  offline_tools "$tree/vertical-pod-autoscaler/hack"
+  # generate-flags.sh's awk program uses interval expressions (-{1,2}), which
+  # Debian's default awk, mawk 1.3.4, does not know: GNU awk, as awk for this run.
+  debian gawk gawk
+  mkdir -p "$WORK/bin" && ln -sfn "$(command -v gawk)" "$WORK/bin/awk"
   for s in $(names_in "$tree/vertical-pod-autoscaler" 'verify-*.sh'); do
     [ "$s" = verify-all.sh ] && continue
     if reason=$(skipped autoscaler "$s"); then
@@ -182,11 +210,19 @@ autoscaler() {
     fi
   done
   echo "== autoscaler: vertical-pod-autoscaler/hack/verify-all.sh -v (log: $log)"
+  # verify-go.sh checks two modules, the VPA's and its nested test/, which the zip
+  # does not carry (hack/verify-upstream-skip.txt): its check of the first, alone,
+  # before verify-all.sh, whose verify-codegen.sh runs go mod tidy.
+  if skipped autoscaler verify-go.sh >/dev/null; then
+    local t=$SECONDS status=pass
+    (cd "$tree/vertical-pod-autoscaler" && go mod tidy -diff) >"$WORK/autoscaler-go-mod.log" 2>&1 || status=fail
+    echo "autoscaler verify-go.sh:go.mod $status $((SECONDS - t))" | tee -a "$RESULTS" | awk '{ printf "%s %s\t%ss\n", ($3 == "pass" ? "SUCCESS" : "FAILED "), $2, $4 }'
+  fi
   # verify-all.sh prints no times: each line is stamped as it arrives.
-  (cd "$tree/vertical-pod-autoscaler" && EXCLUDE="${exclude[*]}" bash hack/verify-all.sh -v 2>&1) |
+  (cd "$tree/vertical-pod-autoscaler" && PATH=$WORK/bin:$PATH EXCLUDE="${exclude[*]}" bash hack/verify-all.sh -v 2>&1) |
     while IFS= read -r line; do printf '%s %s\n' "$(date +%s)" "$line"; done >"$log" || true
   sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '
-    $2 == "Verifying" { n = split($3, p, "/"); name = p[n]; start = $1 }
+    $2 == "Verifying" && $3 ~ /\.sh$/ { n = split($3, p, "/"); name = p[n]; start = $1 }
     ($2 == "SUCCESS" || $2 == "FAILED") && name != "" { print "autoscaler", name, ($2 == "SUCCESS" ? "pass" : "fail"), $1 - start; name = "" }' |
     tee -a "$RESULTS" | awk '{ printf "%s %s\t%ss\n", ($3 == "pass" ? "SUCCESS" : "FAILED "), $2, $4 }'
 }
