@@ -61,6 +61,12 @@ const DefaultMinNodeHistory = time.Hour
 // deletes each.
 const DefaultNodeCheckpointsTimeout = 10 * time.Second
 
+// DefaultNodeRewriteThreshold is the default of the recommender's
+// --node-scope-rewrite-threshold, how far a node's target moves before its
+// entry is written again: the updater's default --pod-update-threshold, below
+// which it does not update a pod whose requests are within the bounds.
+const DefaultNodeRewriteThreshold = 0.1
+
 // IsNodeScoped tells whether the VPA gets one recommendation per node
 // (nodescope.NodeScoped).
 func (vpa *Vpa) IsNodeScoped() bool {

@@ -54,7 +54,9 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // a restart of the recommender) and gets none otherwise. An entry of an earlier
 // machine of the node's name (another UID) is not the node's; an entry without
 // UID, written before entries had one, is taken as the node's and gets its UID.
-// Nodes missing from recs lose their entry.
+// Nodes missing from recs lose their entry. An entry that the hysteresis keeps
+// (Hysteresis.Keeps) stays as it is, also when its slice is written for
+// another node, so that the readers see only the changes that matter.
 //
 // Every slice written is stamped with the VPA's generation and now; an
 // unchanged slice is rewritten when its stamp is of another generation or
@@ -65,7 +67,7 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // entry goes to the first slice with room, in the order of the slices' names,
 // and new slices are made only when all are full. A slice is rewritten only when
 // its content changes, and deleted when it holds no node.
-func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, now time.Time) Plan {
+func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, hysteresis *Hysteresis, now time.Time) Plan {
 	existing = slices.Clone(existing)
 	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
 	live := make(map[string]model.NodeRef, len(recs))
@@ -86,6 +88,7 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 				continue
 			}
 			switch rec := recs[node]; {
+			case rec != nil && entry.NodeUID == node.UID && hysteresis.Keeps(node, &entry.Recommendation, rec):
 			case rec != nil:
 				entry = vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *rec}
 			case entry.NodeUID == "":
@@ -163,6 +166,9 @@ func newSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutosc
 // Writer writes the slices of VPAs with scope node.
 type Writer struct {
 	Client vpa_alpha_client.VerticalPodAutoscalerSlicesGetter
+	// RewriteThreshold is the Threshold of the hysteresis; 0: every change of
+	// a recommendation is written.
+	RewriteThreshold float64
 	// Clock stamps the slices' updateTime; nil: the real clock.
 	Clock clock.PassiveClock
 }
@@ -174,10 +180,12 @@ func (w *Writer) now() time.Time {
 	return w.Clock.Now()
 }
 
-// Write brings the slices of the VPA in line with recs (see PlanSlices). It
-// reads the VPA's current slices from the API server rather than from a cache,
-// so that a slice it created in the previous loop is never created twice.
-func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) (Plan, error) {
+// Write brings the slices of the VPA in line with recs (see PlanSlices), with
+// the hysteresis of RewriteThreshold over the requests of the VPA's pods on
+// each node. It reads the VPA's current slices from the API server rather than
+// from a cache, so that a slice it created in the previous loop is never
+// created twice.
+func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, requests map[model.NodeRef][]PodRequests) (Plan, error) {
 	client := w.Client.VerticalPodAutoscalerSlices(vpa.Namespace)
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {
@@ -191,7 +199,11 @@ func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler
 			existing = append(existing, s)
 		}
 	}
-	plan := PlanSlices(vpa, existing, recs, w.now())
+	var hysteresis *Hysteresis
+	if w.RewriteThreshold > 0 {
+		hysteresis = &Hysteresis{Threshold: w.RewriteThreshold, Requests: requests}
+	}
+	plan := PlanSlices(vpa, existing, recs, hysteresis, w.now())
 	var errs []error
 	for _, s := range plan.Delete {
 		errs = append(errs, client.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}))

@@ -92,7 +92,7 @@ func nodesIn(slices []*vpa_alpha.VerticalPodAutoscalerSlice) map[string]string {
 }
 
 func TestPlanSlices(t *testing.T) {
-	plan := PlanSlices(testVPA, nil, nodeRecs(250, 100), t0)
+	plan := PlanSlices(testVPA, nil, nodeRecs(250, 100), nil, t0)
 	if len(plan.Create) != 3 || len(plan.Update)+len(plan.Delete) != 0 {
 		t.Fatalf("250 new nodes: %d creates, %d updates, %d deletes; want 3 creates", len(plan.Create), len(plan.Update), len(plan.Delete))
 	}
@@ -105,13 +105,13 @@ func TestPlanSlices(t *testing.T) {
 	slices := apply(nil, plan)
 	before := nodesIn(slices)
 
-	if plan := PlanSlices(testVPA, slices, nodeRecs(250, 100), t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, slices, nodeRecs(250, 100), nil, t0); plan.Writes() != 0 {
 		t.Errorf("unchanged recommendations: %d writes, want none", plan.Writes())
 	}
 
 	changed := nodeRecs(250, 100)
 	changed[ref("node-0007")] = rec(300)
-	plan = PlanSlices(testVPA, slices, changed, t0)
+	plan = PlanSlices(testVPA, slices, changed, nil, t0)
 	if plan.Writes() != 1 || len(plan.Update) != 1 || plan.Update[0].Name != before["node-0007"] {
 		t.Errorf("one node changed: %d writes, want one update of %s", plan.Writes(), before["node-0007"])
 	}
@@ -120,7 +120,7 @@ func TestPlanSlices(t *testing.T) {
 	insufficient := nodeRecs(250, 100)
 	insufficient[ref("node-0008")] = nil
 	insufficient[ref("node-9999")] = nil
-	if plan := PlanSlices(testVPA, slices, insufficient, t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, slices, insufficient, nil, t0); plan.Writes() != 0 {
 		t.Errorf("nodes without enough history: %d writes, want none", plan.Writes())
 	}
 
@@ -130,7 +130,7 @@ func TestPlanSlices(t *testing.T) {
 	delete(fewer, ref("node-0003"))
 	delete(fewer, ref("node-0004"))
 	fewer[ref("node-0250")] = rec(100)
-	plan = PlanSlices(testVPA, slices, fewer, t0)
+	plan = PlanSlices(testVPA, slices, fewer, nil, t0)
 	if plan.Writes() != 1 {
 		t.Errorf("two nodes gone and one new: %d writes, want 1 (the slice of the gone nodes takes the new one)", plan.Writes())
 	}
@@ -145,7 +145,7 @@ func TestPlanSlices(t *testing.T) {
 	}
 
 	// All nodes of the last slice go: it is deleted.
-	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100), t0)
+	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100), nil, t0)
 	if len(plan.Delete) != 1 || plan.Writes() != 1 {
 		t.Errorf("the last 50 nodes gone: %d deletes, %d writes; want one delete", len(plan.Delete), plan.Writes())
 	}
@@ -155,14 +155,14 @@ func TestPlanSlices(t *testing.T) {
 // keep the entry of an earlier machine of its name; an entry without UID
 // (written before entries had one) is taken as the node's and gets its UID.
 func TestPlanSlicesNodeIdentity(t *testing.T) {
-	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), t0))
+	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), nil, t0))
 	existing[0].Nodes[1].NodeUID = "" // node-0001, as the previous version wrote it
 
 	recs := nodeRecs(3, 100)
 	delete(recs, ref("node-0000"))
 	recs[model.NodeRef{Name: "node-0000", UID: "uid-new-machine"}] = nil
 	recs[ref("node-0001")] = nil
-	plan := PlanSlices(testVPA, existing, recs, t0)
+	plan := PlanSlices(testVPA, existing, recs, nil, t0)
 	if len(plan.Update) != 1 || plan.Writes() != 1 {
 		t.Fatalf("%d writes, want one update", plan.Writes())
 	}
@@ -173,7 +173,7 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 	if got := plan.Update[0].Nodes; !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("entries %+v, want %+v", got, want)
 	}
-	if plan := PlanSlices(testVPA, apply(existing, plan), recs, t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, apply(existing, plan), recs, nil, t0); plan.Writes() != 0 {
 		t.Errorf("the same recommendations again: %d writes, want none", plan.Writes())
 	}
 }
@@ -185,7 +185,7 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 func TestPlanSlicesStamps(t *testing.T) {
 	vpa := testVPA.DeepCopy()
 	vpa.Generation = 3
-	plan := PlanSlices(vpa, nil, nodeRecs(150, 100), t0)
+	plan := PlanSlices(vpa, nil, nodeRecs(150, 100), nil, t0)
 	for _, s := range plan.Create {
 		if s.ObservedGeneration != 3 || !s.UpdateTime.Time.Equal(t0) {
 			t.Errorf("created slice: observedGeneration %d, updateTime %v; want 3, %v", s.ObservedGeneration, s.UpdateTime, t0)
@@ -193,11 +193,11 @@ func TestPlanSlicesStamps(t *testing.T) {
 	}
 	slices := apply(nil, plan)
 
-	if plan := PlanSlices(vpa, slices, nodeRecs(150, 100), t0.Add(vpa_alpha.SliceRefreshInterval-time.Second)); plan.Writes() != 0 {
+	if plan := PlanSlices(vpa, slices, nodeRecs(150, 100), nil, t0.Add(vpa_alpha.SliceRefreshInterval-time.Second)); plan.Writes() != 0 {
 		t.Errorf("unchanged, before the refresh interval: %d writes, want none", plan.Writes())
 	}
 	refreshAt := t0.Add(vpa_alpha.SliceRefreshInterval)
-	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), refreshAt)
+	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, refreshAt)
 	if len(plan.Update) != 2 || plan.Writes() != 2 {
 		t.Fatalf("unchanged, after the refresh interval: %d updates, %d writes; want both slices updated", len(plan.Update), plan.Writes())
 	}
@@ -208,7 +208,7 @@ func TestPlanSlicesStamps(t *testing.T) {
 	}
 
 	vpa.Generation = 4
-	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), t0.Add(time.Minute))
+	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, t0.Add(time.Minute))
 	if len(plan.Update) != 2 {
 		t.Fatalf("new generation of the VPA: %d updates, want both slices", len(plan.Update))
 	}

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/core/v1"
@@ -65,7 +66,7 @@ type NodeScope struct {
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
 type NodeScopeWriter interface {
-	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources) (nodescope.Plan, error)
+	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, requests map[model.NodeRef][]nodescope.PodRequests) (nodescope.Plan, error)
 }
 
 // NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
@@ -94,20 +95,21 @@ type NodeCheckpointStore interface {
 
 // NewNodeScope returns the NodeScope of the recommender. With the
 // DaemonSetNodeScope gate on: slices and checkpoint slices through the client,
-// the nodes of the informer factory, the given minimum of per-node history and
-// deadline of the checkpoints, and a Cleaner over metadata informers of both
+// the nodes of the informer factory, the given minimum of per-node history,
+// deadline of the checkpoints and threshold of the slice writer's hysteresis,
+// and a Cleaner over metadata informers of both
 // kinds (in namespace, or all when empty), started with stopCh. With the gate off it holds no writer, store or
 // cleaner and starts nothing, so the recommender never reads or writes the
 // alpha kinds (whose CRDs may be absent); slices written while the gate was on
 // stay until their VPA is deleted.
 func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
-	namespace string, minHistory, checkpointsTimeout time.Duration, stopCh <-chan struct{},
+	namespace string, minHistory, checkpointsTimeout time.Duration, rewriteThreshold float64, stopCh <-chan struct{},
 ) NodeScope {
 	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout}
 	if !features.Enabled(features.DaemonSetNodeScope) {
 		return scope
 	}
-	scope.Writer = &nodescope.Writer{Client: client}
+	scope.Writer = &nodescope.Writer{Client: client, RewriteThreshold: rewriteThreshold}
 	scope.Checkpoints = nodescope.NewCheckpointStore(client)
 	scope.Nodes = nodescope.NewNodes(pods, factory)
 	scope.Cleaner = nodescope.NewCleaner(client, metadata.NewForConfigOrDie(kubeConfig), namespace, stopCh)
@@ -171,6 +173,33 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[m
 		recs[node] = rec
 	}
 	return recs
+}
+
+// NodeRequests returns the CPU and memory requests of the containers of the
+// pods on each of the given nodes, as the model has them from the pods' specs.
+func NodeRequests(cluster model.ClusterState, pods map[model.NodeRef][]model.PodID, nodes map[model.NodeRef]bool) map[model.NodeRef][]nodescope.PodRequests {
+	result := make(map[model.NodeRef][]nodescope.PodRequests, len(nodes))
+	for node := range nodes {
+		for _, podID := range pods[node] {
+			pod := cluster.Pods()[podID]
+			if pod == nil {
+				continue
+			}
+			requests := make(nodescope.PodRequests, len(pod.Containers))
+			for name, container := range pod.Containers {
+				list := corev1.ResourceList{}
+				if cpu, found := container.Request[model.ResourceCPU]; found {
+					list[corev1.ResourceCPU] = model.QuantityFromCPUAmount(cpu)
+				}
+				if memory, found := container.Request[model.ResourceMemory]; found {
+					list[corev1.ResourceMemory] = model.QuantityFromMemoryAmount(memory)
+				}
+				requests[name] = list
+			}
+			result[node] = append(result[node], requests)
+		}
+	}
+	return result
 }
 
 // NodeCheckpoints returns the checkpoint of each container of the VPA's pods on
@@ -245,9 +274,9 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 		return
 	}
 	r.loadNodeCheckpoints(context.TODO(), vpa, observedVpa)
-	live, _ := r.liveNodes(vpa)
+	live, pods := r.liveNodes(vpa)
 	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeScope.MinHistory, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
-	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs)
+	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs, NodeRequests(r.clusterState, pods, live))
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))
 	}

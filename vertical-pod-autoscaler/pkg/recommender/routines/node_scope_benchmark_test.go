@@ -28,6 +28,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
@@ -54,20 +56,25 @@ func heapInUse() uint64 {
 // containers of the node's pod: CPU log-uniform between a third and three
 // times cores (so that the CPU histogram spreads over about 45 buckets, as a
 // long-running agent's does), memory at memBytes.
-func (f *nodeScopeFixture) feedVarying(b *testing.B, rnd *rand.Rand, node string, cores, memBytes float64, span time.Duration) {
-	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+func (f *nodeScopeFixture) feedVarying(b testing.TB, rnd *rand.Rand, node string, cores, memBytes float64, span time.Duration) {
 	now := time.Now()
 	for at := now.Add(-span); !at.After(now); at = at.Add(time.Minute) {
-		for _, c := range []string{"agent", "sidecar"} {
-			id := model.ContainerID{PodID: podID, ContainerName: c}
-			cpu := cores * math.Exp((rnd.Float64()*2-1)*math.Log(3))
-			for _, s := range []model.ContainerUsageSample{
-				{MeasureStart: at, Usage: model.CPUAmountFromCores(cpu), Resource: model.ResourceCPU},
-				{MeasureStart: at, Usage: model.MemoryAmountFromBytes(memBytes), Resource: model.ResourceMemory},
-			} {
-				if err := f.cluster.AddSample(&model.ContainerUsageSampleWithKey{ContainerUsageSample: s, Container: id}); err != nil {
-					b.Fatal(err)
-				}
+		f.feedSample(b, rnd, node, cores, memBytes, at)
+	}
+}
+
+// feedSample adds the samples of one minute, at, as feedVarying does.
+func (f *nodeScopeFixture) feedSample(b testing.TB, rnd *rand.Rand, node string, cores, memBytes float64, at time.Time) {
+	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	for _, c := range []string{"agent", "sidecar"} {
+		id := model.ContainerID{PodID: podID, ContainerName: c}
+		cpu := cores * math.Exp((rnd.Float64()*2-1)*math.Log(3))
+		for _, s := range []model.ContainerUsageSample{
+			{MeasureStart: at, Usage: model.CPUAmountFromCores(cpu), Resource: model.ResourceCPU},
+			{MeasureStart: at, Usage: model.MemoryAmountFromBytes(memBytes), Resource: model.ResourceMemory},
+		} {
+			if err := f.cluster.AddSample(&model.ContainerUsageSampleWithKey{ContainerUsageSample: s, Container: id}); err != nil {
+				b.Fatal(err)
 			}
 		}
 	}
@@ -76,7 +83,7 @@ func (f *nodeScopeFixture) feedVarying(b *testing.B, rnd *rand.Rand, node string
 // benchNodes is a NodeChecker over listers of the DaemonSet, its pods and the
 // nodes, as the recommender has them from its informers; the pods are shaped
 // as the DaemonSet controller creates them.
-func benchNodes(b *testing.B, nodes int) *nodescope.Nodes {
+func benchNodes(b testing.TB, nodes int) *nodescope.Nodes {
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	daemonSets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -190,8 +197,114 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 	}
 }
 
-func (f *nodeScopeFixture) checkpointedNodes(b *testing.B) int {
-	list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
+// addMovingNodes gives the fixture's recommender the nodes of benchNodes, each
+// with a pod whose two containers request 500m CPU and 256Mi memory (as from
+// the DaemonSet's template) and have the given history of one-per-minute
+// samples (feedVarying, at a level that differs between nodes). It returns
+// the nodes' names.
+func (f *nodeScopeFixture) addMovingNodes(tb testing.TB, rnd *rand.Rand, nodes int, history time.Duration) []string {
+	f.r.nodeScope.Nodes = benchNodes(tb, nodes)
+	request := model.Resources{model.ResourceCPU: model.CPUAmountFromCores(0.5), model.ResourceMemory: model.MemoryAmountFromBytes(256 << 20)}
+	names := make([]string, nodes)
+	for i := range nodes {
+		names[i] = fmt.Sprintf("node-%05d", i)
+		f.addPod(tb, names[i])
+		for _, c := range []string{"agent", "sidecar"} {
+			if err := f.cluster.AddOrUpdateContainer(model.ContainerID{PodID: model.PodID{Namespace: "default", PodName: "agent-" + names[i]}, ContainerName: c}, request); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		f.feedVarying(tb, rnd, names[i], 0.1+float64(i%50)/10, 1e8*float64(1+i%20), history)
+	}
+	return names
+}
+
+// feedMovingNodes adds the samples of the minute at to the nodes of
+// addMovingNodes.
+func (f *nodeScopeFixture) feedMovingNodes(tb testing.TB, rnd *rand.Rand, names []string, at time.Time) {
+	for i, node := range names {
+		f.feedSample(tb, rnd, node, 0.1+float64(i%50)/10, 1e8*float64(1+i%20), at)
+	}
+}
+
+// BenchmarkSliceWritesMovingSamples measures what the slice writer writes per
+// loop while the recommendations move: one DaemonSet VPA, 70 minutes (as in
+// BenchmarkRecommenderLoop: just past --node-scope-min-history) or 24 hours of
+// history on every node, then in every timed
+// loop one new minute of samples per container on every node (CPU log-uniform
+// around the node's level, so the targets move a little; the bounds move with
+// the growing history) and UpdateVPAs. Every pod requests 500m CPU and 256Mi
+// memory per container, as from the DaemonSet's template. It reports the
+// recommendation slice writes, the node entries whose recommendation changed
+// and the JSON bytes of the slices written, per loop, without hysteresis
+// (threshold 0) and with the default threshold.
+func BenchmarkSliceWritesMovingSamples(b *testing.B) {
+	featuregatetesting.SetFeatureGateDuringTest(b, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	for _, nodes := range []int{100, 1000, 5000} {
+		for _, history := range []time.Duration{70 * time.Minute, 24 * time.Hour} {
+			for _, threshold := range []float64{0, model.DefaultNodeRewriteThreshold} {
+				b.Run(fmt.Sprintf("nodes=%d/history=%v/threshold=%g", nodes, history, threshold), func(b *testing.B) {
+					if testing.Short() && nodes > 100 {
+						b.Skip("the larger clusters are for measuring, not for -short runs")
+					}
+					f := newNodeScopeFixture(b, vpa_types.ScopeNode, nil)
+					f.r.nodeScope.Writer.(*nodescope.Writer).RewriteThreshold = threshold
+					rnd := rand.New(rand.NewSource(1))
+					names := f.addMovingNodes(b, rnd, nodes, history)
+					written := map[string]vpa_types.RecommendedPodResources{}
+					writes, entries, bytes := 0, 0, 0
+					f.client.PrependReactor("*", "verticalpodautoscalerslices", func(action core.Action) (bool, k8sruntime.Object, error) {
+						var obj k8sruntime.Object
+						switch a := action.(type) {
+						case core.CreateAction:
+							obj = a.GetObject()
+						case core.UpdateAction:
+							obj = a.GetObject()
+						default:
+							return false, nil, nil
+						}
+						slice := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
+						raw, err := json.Marshal(slice)
+						if err != nil {
+							b.Fatal(err)
+						}
+						writes++
+						bytes += len(raw)
+						for _, n := range slice.Nodes {
+							if old, found := written[n.NodeName]; !found || !apiequality.Semantic.DeepEqual(old, n.Recommendation) {
+								entries++
+								written[n.NodeName] = n.Recommendation
+							}
+						}
+						return false, nil, nil
+					})
+					f.r.UpdateVPAs()
+					if len(written) != nodes {
+						b.Fatalf("the first loop wrote entries of %d nodes, want %d", len(written), nodes)
+					}
+
+					writes, entries, bytes = 0, 0, 0
+					at := time.Now()
+					b.ResetTimer()
+					for range b.N {
+						b.StopTimer()
+						at = at.Add(time.Minute)
+						f.feedMovingNodes(b, rnd, names, at)
+						b.StartTimer()
+						f.r.UpdateVPAs()
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(writes)/float64(b.N), "slice-writes/loop")
+					b.ReportMetric(float64(entries)/float64(b.N), "entries-changed/loop")
+					b.ReportMetric(float64(bytes)/float64(b.N), "bytes/loop")
+				})
+			}
+		}
+	}
+}
+
+func (f *nodeScopeFixture) checkpointedNodes(b testing.TB) int {
+	list, err := f.api.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").List(context.TODO(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/checkpoint"
@@ -49,6 +50,8 @@ type nodeScopeFixture struct {
 	apiVPA   *vpa_types.VerticalPodAutoscaler
 	selector labels.Selector
 	client   *vpa_fake.Clientset
+	// api is the client of the recommender: client, or a real API server's.
+	api vpa_clientset.Interface
 }
 
 func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScope, policy *vpa_types.PodResourcePolicy) *nodeScopeFixture {
@@ -80,8 +83,14 @@ func newNodeScopeFixture(t testing.TB, scope vpa_types.VerticalPodAutoscalerScop
 // start makes the fixture's recommender, with a new cluster state, as a
 // recommender (re)starting on the fixture's API server.
 func (f *nodeScopeFixture) start(t testing.TB) {
+	f.startWith(t, f.client)
+}
+
+// startWith makes the fixture's recommender on the given API client.
+func (f *nodeScopeFixture) startWith(t testing.TB, client vpa_clientset.Interface) {
 	cfg := recommender_config.DefaultRecommenderConfig()
-	client, apiVPA := f.client, f.apiVPA
+	apiVPA := f.apiVPA
+	f.api = client
 	cluster := model.NewClusterState(time.Minute)
 	selector := labels.SelectorFromSet(labels.Set{"app": "agent"})
 	if err := cluster.AddOrUpdateVpa(apiVPA, selector); err != nil {
@@ -111,7 +120,7 @@ func (f *nodeScopeFixture) start(t testing.TB) {
 		CheckpointsGCInterval:        time.Hour,
 		NodeScope: NodeScope{
 			Nodes:              fakeNodes{},
-			Writer:             &nodescope.Writer{Client: client.AutoscalingV1alpha1()},
+			Writer:             &nodescope.Writer{Client: client.AutoscalingV1alpha1(), RewriteThreshold: cfg.NodeScopeRewriteThreshold},
 			Checkpoints:        nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
 			MinHistory:         cfg.NodeScopeMinHistory,
 			CheckpointsTimeout: cfg.NodeScopeCheckpointsTimeout,
@@ -237,7 +246,7 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	modelVPA := f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
 	live, _ := f.r.liveNodes(modelVPA)
 	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
-		NodeRecommendations(f.cluster, modelVPA, live, f.r.nodeScope.MinHistory, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor))
+		NodeRecommendations(f.cluster, modelVPA, live, f.r.nodeScope.MinHistory, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor), nil)
 	if err != nil || plan.Writes() != 0 {
 		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
 	}
@@ -333,5 +342,35 @@ func TestNodeScopeOffWritesNoSlices(t *testing.T) {
 				t.Errorf("%d aggregations, want 2 (one per container)", n)
 			}
 		})
+	}
+}
+
+// TestNodeRequests: the hysteresis gets the requests of every pod on a node,
+// as the model has them.
+func TestNodeRequests(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	f.addPod(t, "a")
+	f.addNamedPod(t, "agent-a-next", "a") // a rollout: two pods on a
+	f.addPod(t, "b")
+	request := model.Resources{model.ResourceCPU: model.CPUAmountFromCores(0.25), model.ResourceMemory: model.MemoryAmountFromBytes(1 << 28)}
+	if err := f.cluster.AddOrUpdateContainer(model.ContainerID{PodID: model.PodID{Namespace: "default", PodName: "agent-a-next"}, ContainerName: "agent"}, request); err != nil {
+		t.Fatal(err)
+	}
+	live, pods := f.r.liveNodes(f.modelVPA())
+	a, b := model.NodeRef{Name: "a", UID: "uid-a"}, model.NodeRef{Name: "b", UID: "uid-b"}
+	delete(live, b)
+	got := NodeRequests(f.cluster, pods, live)
+	if len(got) != 1 || len(got[a]) != 2 {
+		t.Fatalf("requests %v, want two pods of node a", got)
+	}
+	var found bool
+	for _, pod := range got[a] {
+		if cpu, memory := pod["agent"][corev1.ResourceCPU], pod["agent"][corev1.ResourceMemory]; cpu.MilliValue() == 250 && memory.Value() == 1<<28 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("requests of node a %v, want agent's 250m and 256Mi of the second pod", got[a])
 	}
 }
