@@ -112,7 +112,7 @@ of a node is its allocatable capacity minus what its balloon holds.`,
 	}
 	cmd.SetOut(d.streams.Out)
 	cmd.SetErr(d.streams.ErrOut)
-	cmd.AddCommand(newCmdStatus(d), newCmdSetSize(d))
+	cmd.AddCommand(newCmdStatus(d), newCmdSetSize(d), newCmdReconcile(d))
 	return cmd
 }
 

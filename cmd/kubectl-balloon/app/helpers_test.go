@@ -96,7 +96,18 @@ type testEnv struct {
 	resourceVersion int
 }
 
+// newTestEnv holds the objects, and the addon's empty ConfigMap of balloon
+// sizes unless the objects include one.
 func newTestEnv(t *testing.T, objects ...runtime.Object) *testEnv {
+	hasSizes := false
+	for _, obj := range objects {
+		if cm, ok := obj.(*v1.ConfigMap); ok && cm.Name == balloonSizesConfigMap {
+			hasSizes = true
+		}
+	}
+	if !hasSizes {
+		objects = append(objects, recordedSizesConfigMap(nil))
+	}
 	e := &testEnv{t: t, client: fake.NewClientset(objects...), clock: testingclock.NewFakeClock(time.Now())}
 	e.client.PrependReactor("update", "pods", e.resize)
 	e.client.PrependReactor("get", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -214,4 +225,9 @@ func assertResources(t *testing.T, got, want v1.ResourceList) {
 	if !equalResources(got, want) || len(got) != len(want) {
 		t.Errorf("requests = %s, want %s", formatResources(got), formatResources(want))
 	}
+}
+
+// recordedSizesConfigMap is the ConfigMap of balloon sizes with data.
+func recordedSizesConfigMap(data map[string]string) *v1.ConfigMap {
+	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: balloonSizesConfigMap, Namespace: metav1.NamespaceSystem}, Data: data}
 }

@@ -150,7 +150,12 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	}
 	fmt.Fprintf(out, "node %s: effective size is now %s (balloon %s holds %s)\n",
 		nodeName, formatResources(subtract(plan.node.Status.Allocatable, plan.to)), balloon, formatResources(plan.to))
-	return nil
+	// A balloon that is recreated gets this size back (kubectl balloon reconcile),
+	// and the node, now at its size, is open to workloads.
+	if err := recordBalloonSize(ctx, client, nodeName, plan.to); err != nil {
+		return err
+	}
+	return setBalloonPendingTaint(ctx, client, out, nodeName, false)
 }
 
 // planResize validates everything about the request and computes the new

@@ -122,6 +122,8 @@ func applyAddon(ctx context.Context, t *testing.T, cs clientset.Interface, path 
 func create(ctx context.Context, cs clientset.Interface, obj runtime.Object) error {
 	var err error
 	switch o := obj.(type) {
+	case *v1.ConfigMap:
+		_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *v1.ServiceAccount:
 		_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *rbacv1.ClusterRole:

@@ -1,0 +1,281 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// balloonSizesConfigMap records the balloon size of every node that was sized,
+// by node name. It lives in kube-system, apart from the pods and the nodes, so
+// that a size outlives both: a balloon that is recreated and a node that
+// registers again get their size back.
+const balloonSizesConfigMap = "node-balloon-sizes"
+
+type reconcileOptions struct {
+	deps
+	interval time.Duration
+}
+
+func newCmdReconcile(d deps) *cobra.Command {
+	o := &reconcileOptions{deps: d}
+	cmd := &cobra.Command{
+		Use:   "reconcile [--interval DURATION]",
+		Short: "Give every recreated balloon its recorded size, and keep its node closed to workloads until it holds that size",
+		Long: `Give every recreated balloon its recorded size, and keep its node closed to
+workloads until it holds that size.
+
+set-size records each node's balloon size in the ConfigMap
+` + "kube-system/" + balloonSizesConfigMap + `. A balloon that is recreated (its pod deleted, its
+node registered again) starts at the DaemonSet's size of cpu 1m and memory 1Mi,
+which would silently give the node back its full size. For every node with a
+recorded size whose balloon does not hold it, reconcile taints the node
+` + v1.TaintNodeBalloonPending + `:NoSchedule and resizes the balloon to the recorded size;
+once the balloon holds it, reconcile removes the taint. A node without a
+recorded size is left as it is: one that registered with the taint stays closed
+until set-size sizes it.
+
+With --interval, reconcile runs until it is stopped, once per interval.`,
+		Example: `  # Run as the resize agent, every 10 seconds
+  kubectl balloon reconcile --interval 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.interval < 0 {
+				return fmt.Errorf("--interval must not be negative, got %v", o.interval)
+			}
+			client, err := d.newClient()
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), client)
+		},
+	}
+	cmd.Flags().DurationVar(&o.interval, "interval", 0, "Run again after this long, until stopped; 0 runs once")
+	return cmd
+}
+
+func (o *reconcileOptions) run(ctx context.Context, client kubernetes.Interface) error {
+	for {
+		err := reconcileAll(ctx, client, o.streams.Out)
+		if o.interval == 0 {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.clock.After(o.interval):
+		}
+	}
+}
+
+// reconcileAll reconciles every node and reports the errors of all of them.
+func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Writer) error {
+	sizes, err := readBalloonSizes(ctx, client)
+	if err != nil {
+		return err
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	byNode, err := listBalloons(ctx, client, "")
+	if err != nil {
+		return err
+	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	var errs []error
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		want, recorded := sizes.sizes[node.Name]
+		if !recorded {
+			continue
+		}
+		if want == nil {
+			errs = append(errs, fmt.Errorf("node %q: the recorded balloon size %q is not cpu=Q,memory=Q", node.Name, sizes.raw[node.Name]))
+			continue
+		}
+		if err := reconcileNode(ctx, client, out, node, want, byNode[node.Name]); err != nil {
+			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileNode keeps the node tainted while its balloon does not hold want,
+// resizes the balloon to want, and removes the taint once it holds it.
+func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, want v1.ResourceList, balloons []*v1.Pod) error {
+	if len(balloons) == 1 && holdsSize(balloons[0], want) {
+		return setBalloonPendingTaint(ctx, client, out, node.Name, false)
+	}
+	if err := setBalloonPendingTaint(ctx, client, out, node.Name, true); err != nil {
+		return err
+	}
+	switch len(balloons) {
+	case 0:
+		fmt.Fprintf(out, "node %s: no balloon yet; closed to workloads until its balloon holds %s\n", node.Name, formatResources(want))
+		return nil
+	case 1:
+	default:
+		return fmt.Errorf("%d balloons on the node; expected exactly one", len(balloons))
+	}
+	pod := balloons[0]
+	c, err := balloonContainer(pod)
+	if err != nil {
+		return err
+	}
+	if equalResources(c.Resources.Requests, want) {
+		state := "waiting for the kubelet"
+		if pending := resizeCondition(pod, v1.PodResizePending); pending != nil {
+			state = fmt.Sprintf("%s: %s", pending.Reason, pending.Message)
+		}
+		fmt.Fprintf(out, "node %s: balloon %s/%s does not hold its recorded size %s yet (%s)\n", node.Name, pod.Namespace, pod.Name, formatResources(want), state)
+		return nil
+	}
+	if _, err := resizeBalloon(ctx, client, pod, c.Resources.Requests, want); err != nil {
+		return fmt.Errorf("resizing balloon %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	fmt.Fprintf(out, "node %s: resizing balloon %s/%s from %s to its recorded size %s\n", node.Name, pod.Namespace, pod.Name, formatResources(c.Resources.Requests), formatResources(want))
+	return nil
+}
+
+// holdsSize tells whether the kubelet runs the balloon at want. The spec alone
+// says nothing: a new balloon is not admitted yet, and an upsize may wait.
+func holdsSize(pod *v1.Pod, want v1.ResourceList) bool {
+	status := containerStatus(pod, balloonContainerName)
+	return pod.Status.Phase == v1.PodRunning && status != nil && status.Resources != nil &&
+		equalResources(status.Resources.Requests, want) && resizeCondition(pod, v1.PodResizePending) == nil
+}
+
+// setBalloonPendingTaint adds or removes the node's balloon-pending taint.
+func setBalloonPendingTaint(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeName string, tainted bool) error {
+	nodes := client.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var taints []v1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != v1.TaintNodeBalloonPending {
+				taints = append(taints, t)
+			}
+		}
+		if has := len(taints) != len(node.Spec.Taints); has == tainted {
+			return nil
+		}
+		if tainted {
+			taints = append(taints, v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule})
+		}
+		node.Spec.Taints = taints
+		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		if tainted {
+			fmt.Fprintf(out, "node %s: tainted %s:NoSchedule until its balloon holds its recorded size\n", nodeName, v1.TaintNodeBalloonPending)
+		} else {
+			fmt.Fprintf(out, "node %s: its balloon holds its recorded size; removed the taint %s\n", nodeName, v1.TaintNodeBalloonPending)
+		}
+		return nil
+	})
+}
+
+// recordedSizes are the recorded balloon sizes by node name; a size that does
+// not parse is nil in sizes, and raw keeps what was recorded.
+type recordedSizes struct {
+	sizes map[string]v1.ResourceList
+	raw   map[string]string
+}
+
+func readBalloonSizes(ctx context.Context, client kubernetes.Interface) (recordedSizes, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return recordedSizes{}, fmt.Errorf("the ConfigMap %s/%s that records the balloon sizes does not exist: apply cluster/addons/node-balloon", metav1.NamespaceSystem, balloonSizesConfigMap)
+	}
+	if err != nil {
+		return recordedSizes{}, fmt.Errorf("reading the recorded balloon sizes: %w", err)
+	}
+	sizes := recordedSizes{sizes: map[string]v1.ResourceList{}, raw: cm.Data}
+	for node, value := range cm.Data {
+		sizes.sizes[node] = parseBalloonSize(value)
+	}
+	return sizes, nil
+}
+
+// recordBalloonSize records the node's balloon size.
+func recordBalloonSize(ctx context.Context, client kubernetes.Interface, nodeName string, size v1.ResourceList) error {
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{nodeName: formatBalloonSize(size)}})
+	if err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(ctx, balloonSizesConfigMap, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("recording the balloon size of node %q in %s/%s: %w", nodeName, metav1.NamespaceSystem, balloonSizesConfigMap, err)
+	}
+	return nil
+}
+
+// formatBalloonSize prints the exact requests, "cpu=2500m,memory=1Gi".
+func formatBalloonSize(size v1.ResourceList) string {
+	parts := make([]string, 0, len(balloonResources))
+	for _, name := range balloonResources {
+		q := size[name]
+		parts = append(parts, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseBalloonSize parses what formatBalloonSize prints; it returns nil for
+// anything else.
+func parseBalloonSize(value string) v1.ResourceList {
+	size := v1.ResourceList{}
+	for _, part := range strings.Split(value, ",") {
+		name, q, ok := strings.Cut(part, "=")
+		quantity, err := resource.ParseQuantity(q)
+		if !ok || err != nil || quantity.Sign() <= 0 {
+			return nil
+		}
+		size[v1.ResourceName(name)] = quantity
+	}
+	for _, name := range balloonResources {
+		if _, ok := size[name]; !ok {
+			return nil
+		}
+	}
+	if len(size) != len(balloonResources) {
+		return nil
+	}
+	return size
+}

@@ -1,0 +1,284 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// recorded says node-a's balloon holds cpu 2 and memory 4Gi.
+var recorded = map[string]string{"node-a": "cpu=2,memory=4Gi"}
+
+// pendingTaint is how a node registers with --register-with-taints.
+var pendingTaint = v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule}
+
+func taintedNode(name string) *v1.Node {
+	node := newNode(name, "4", "16Gi")
+	node.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoExecute}, pendingTaint}
+	return node
+}
+
+// newPendingBalloon is a balloon the DaemonSet just created, not yet admitted.
+func newPendingBalloon(name, nodeName string) *v1.Pod {
+	pod := newBalloon(name, nodeName, "1m", "1Mi")
+	pod.Status = v1.PodStatus{Phase: v1.PodPending}
+	return pod
+}
+
+// admit is a kubelet that admits the balloon at its spec requests.
+func admit(pod *v1.Pod) {
+	requests := pod.Spec.Containers[0].Resources.Requests
+	pod.Status = v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
+		Name:               balloonContainerName,
+		AllocatedResources: requests.DeepCopy(),
+		Resources:          &v1.ResourceRequirements{Requests: requests.DeepCopy()},
+	}}}
+}
+
+func (e *testEnv) hasPendingTaint(name string) bool {
+	e.t.Helper()
+	node, err := e.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == v1.TaintNodeBalloonPending {
+			if t != pendingTaint {
+				e.t.Errorf("taint = %+v, want %+v", t, pendingTaint)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func (e *testEnv) reconcile() {
+	e.t.Helper()
+	e.client.ClearActions()
+	e.out.Reset()
+	if code := e.run("reconcile"); code != 0 {
+		e.t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+}
+
+// The DaemonSet recreates a deleted balloon at cpu 1m and memory 1Mi: the node
+// closes until the balloon holds its recorded size again.
+func TestReconcileRecreatedBalloon(t *testing.T) {
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), newPendingBalloon("balloon-new", "node-a"), recordedSizesConfigMap(recorded))
+
+	e.reconcile()
+	if !e.hasPendingTaint("node-a") {
+		t.Fatal("the node must close while its new balloon does not hold its size")
+	}
+	if sent := e.resizes(); len(sent) != 1 {
+		t.Fatalf("want one resize, sent %v", sent)
+	} else {
+		assertResources(t, sent[0], resources("2", "4Gi"))
+	}
+
+	// The kubelet admits the balloon at its new size: the node opens.
+	e.updatePod("balloon-new", admit)
+	e.reconcile()
+	if e.hasPendingTaint("node-a") {
+		t.Errorf("the node must open once its balloon holds its size; output %q", e.out.String())
+	}
+	if sent := e.resizes(); len(sent) != 0 {
+		t.Errorf("no resize is needed any more, sent %v", sent)
+	}
+	// Other taints are left alone.
+	node, _ := e.client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if len(node.Spec.Taints) != 0 {
+		t.Errorf("taints = %v, want none", node.Spec.Taints)
+	}
+}
+
+// A node that registers again (its Node object deleted) comes with the taint,
+// from the kubelet's --register-with-taints, before its balloon exists.
+func TestReconcileReregisteredNode(t *testing.T) {
+	e := newTestEnv(t, taintedNode("node-a"), recordedSizesConfigMap(recorded))
+
+	e.reconcile()
+	if !e.hasPendingTaint("node-a") || len(e.writes()) != 0 {
+		t.Fatalf("a node without a balloon must stay closed, untouched; writes %v", e.writes())
+	}
+	if !strings.Contains(e.out.String(), "node node-a: no balloon yet; closed to workloads until its balloon holds cpu=2,memory=4Gi") {
+		t.Errorf("output %q does not say why the node stays closed", e.out.String())
+	}
+
+	// The balloon is created and admitted at the DaemonSet's size.
+	if err := e.client.Tracker().Add(newBalloon("balloon-new", "node-a", "1m", "1Mi")); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	if !e.hasPendingTaint("node-a") {
+		t.Fatal("the node must stay closed")
+	}
+	if sent := e.resizes(); len(sent) != 1 {
+		t.Fatalf("want one resize, sent %v", sent)
+	}
+
+	e.updatePod("balloon-new", actuate)
+	e.reconcile()
+	if e.hasPendingTaint("node-a") {
+		t.Error("the node must open once its balloon holds its size")
+	}
+	node, _ := e.client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != "other" {
+		t.Errorf("taints = %v, want only the other one", node.Spec.Taints)
+	}
+}
+
+// After a kubelet restart the balloon keeps its allocation (the checkpoint) and
+// holds its size: nothing changes. A taint left from an interrupted run goes.
+func TestReconcileBalloonThatHoldsItsSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node *v1.Node
+	}{
+		{"open node", newNode("node-a", "4", "16Gi")},
+		{"node left tainted", taintedNode("node-a")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, tc.node, newBalloon("balloon-a", "node-a", "2", "4Gi"), recordedSizesConfigMap(map[string]string{"node-a": "cpu=2000m,memory=4096Mi"}))
+			e.reconcile()
+			if e.hasPendingTaint("node-a") {
+				t.Error("the node must be open")
+			}
+			if len(e.resizes()) != 0 {
+				t.Errorf("sent resizes %v", e.resizes())
+			}
+			if len(tc.node.Spec.Taints) == 0 && len(e.writes()) != 0 {
+				t.Errorf("an open node whose balloon holds its size must not be written, writes %v", e.writes())
+			}
+		})
+	}
+}
+
+// The recreated balloon's upsize waits, because workloads took the capacity
+// in the meantime: the node stays closed, and nothing is resized twice.
+func TestReconcileDeferredUpsizeKeepsTheNodeClosed(t *testing.T) {
+	pod := newBalloon("balloon-new", "node-a", "2", "4Gi")
+	pod.Generation = 2
+	admitted := resources("1m", "1Mi")
+	pod.Status.ContainerStatuses[0].AllocatedResources = admitted
+	pod.Status.ContainerStatuses[0].Resources = &v1.ResourceRequirements{Requests: admitted}
+	refuse(v1.PodReasonDeferred, deferredMessage)(pod)
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), pod, recordedSizesConfigMap(recorded))
+
+	e.reconcile()
+	if !e.hasPendingTaint("node-a") {
+		t.Error("the node must close while the balloon's upsize waits")
+	}
+	if len(e.resizes()) != 0 {
+		t.Errorf("the balloon already asks for its size, sent %v", e.resizes())
+	}
+	if !strings.Contains(e.out.String(), "does not hold its recorded size cpu=2,memory=4Gi yet (Deferred: "+deferredMessage+")") {
+		t.Errorf("output %q does not give the kubelet's verdict", e.out.String())
+	}
+}
+
+func TestReconcileLeavesUnrecordedNodes(t *testing.T) {
+	e := newTestEnv(t, taintedNode("node-b"), newNode("node-c", "4", "16Gi"), newBalloon("balloon-c", "node-c", "1m", "1Mi"),
+		recordedSizesConfigMap(map[string]string{"node-gone": "cpu=1,memory=1Gi"}))
+	e.reconcile()
+	if len(e.writes()) != 0 {
+		t.Errorf("nodes without a recorded size must be left alone, writes %v", e.writes())
+	}
+	if !e.hasPendingTaint("node-b") {
+		t.Error("a node that registered closed stays closed until set-size sizes it")
+	}
+}
+
+func TestReconcileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		objects []runtime.Object
+		wantErr string
+	}{{
+		name:    "no ConfigMap",
+		objects: nil,
+		wantErr: "the ConfigMap kube-system/node-balloon-sizes that records the balloon sizes does not exist",
+	}, {
+		name:    "a size that does not parse",
+		objects: []runtime.Object{recordedSizesConfigMap(map[string]string{"node-a": "cpu=2"})},
+		wantErr: `node "node-a": the recorded balloon size "cpu=2" is not cpu=Q,memory=Q`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, append(tc.objects, newNode("node-a", "4", "16Gi"))...)
+			if tc.objects == nil {
+				if err := e.client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("configmaps"), metav1.NamespaceSystem, balloonSizesConfigMap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code := e.run("reconcile"); code == 0 || !strings.Contains(e.errOut.String(), tc.wantErr) {
+				t.Errorf("exit code %d, stderr %q, want an error with %q", code, e.errOut.String(), tc.wantErr)
+			}
+			if len(e.writes()) != 0 {
+				t.Errorf("writes %v", e.writes())
+			}
+		})
+	}
+}
+
+// set-size records the size it set, and opens a node that was closed.
+func TestSetSizeRecordsTheSizeAndOpensTheNode(t *testing.T) {
+	e := newTestEnv(t, taintedNode("node-a"), newBalloon("balloon-a", "node-a", "1m", "1Mi"))
+	e.kubelet = actuate
+	if code := e.run("set-size", "node-a", "--cpu", "2", "--memory", "12Gi"); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+	cm, err := e.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), balloonSizesConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["node-a"]; got != "cpu=2,memory=4Gi" {
+		t.Errorf("recorded %q, want cpu=2,memory=4Gi", got)
+	}
+	if e.hasPendingTaint("node-a") {
+		t.Error("set-size must open the node once its balloon holds the size")
+	}
+
+	// A refused resize records nothing.
+	e.kubelet = refuse(v1.PodReasonDeferred, deferredMessage)
+	if code := e.run("set-size", "node-a", "--cpu", "1"); code == 0 {
+		t.Fatal("want the refused resize to fail")
+	}
+	cm, _ = e.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), balloonSizesConfigMap, metav1.GetOptions{})
+	if got := cm.Data["node-a"]; got != "cpu=2,memory=4Gi" {
+		t.Errorf("recorded %q after a refused resize, want cpu=2,memory=4Gi", got)
+	}
+}
+
+func TestBalloonSizeRoundTrip(t *testing.T) {
+	for _, value := range []string{"cpu=2500m,memory=1Gi", "cpu=1m,memory=1Mi"} {
+		size := parseBalloonSize(value)
+		if size == nil || formatBalloonSize(size) != value {
+			t.Errorf("%q: parsed %v, printed %q", value, size, formatBalloonSize(size))
+		}
+	}
+	for _, value := range []string{"", "cpu=2", "cpu=2,memory=1Gi,pods=3", "cpu=0,memory=1Gi", "cpu=x,memory=1Gi", "cpu=1,cpu=2"} {
+		if size := parseBalloonSize(value); size != nil {
+			t.Errorf("%q: parsed %v, want nil", value, size)
+		}
+	}
+}
