@@ -59,7 +59,7 @@ const DefaultMinNodeHistory = time.Hour
 // --node-scope-checkpoints-timeout: the deadline of the per-node checkpoint
 // writes and the cleanup of a loop, which make at most 10 writes and 10
 // deletes each.
-const DefaultNodeCheckpointsTimeout = 10 * time.Second
+const DefaultNodeCheckpointsTimeout = 30 * time.Second
 
 // DefaultNodeRewriteThreshold is the default of the recommender's
 // --node-scope-rewrite-threshold, how far a node's target moves before its
