@@ -240,8 +240,14 @@ func run(root, cmd string, args []string) error {
 		}
 		var gofiles []string
 		for _, u := range series.Upstreams {
-			if _, err := repo.Groups(u); err != nil {
+			groups, err := repo.Groups(u)
+			if err != nil {
 				return err
+			}
+			for _, g := range groups {
+				if err := g.CheckNoBinaries(); err != nil {
+					return err
+				}
 			}
 			files, err := repo.OverlayFiles(u)
 			if err != nil {

@@ -102,6 +102,33 @@ type Group struct {
 	Patch  string // absolute path of upstream.patch, "" when the group changes no upstream file
 }
 
+// CheckNoBinaries fails when the group's upstream.patch carries a binary file:
+// the series is source, and save refuses binaries, so one there was put in by
+// hand or by an older save.
+func (g Group) CheckNoBinaries() error {
+	if g.Patch == "" {
+		return nil
+	}
+	data, err := os.ReadFile(g.Patch)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	var current string
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
+			current, _, _ = strings.Cut(rest, " b/")
+		}
+		if line == "GIT binary patch" || (strings.HasPrefix(line, "Binary files ") && strings.HasSuffix(line, " differ")) {
+			paths = append(paths, current)
+		}
+	}
+	if len(paths) > 0 {
+		return fmt.Errorf("%s carries binary files, which are not source: %s", g.Patch, strings.Join(paths, ", "))
+	}
+	return nil
+}
+
 const (
 	headerFile = "HEADER"
 	filesFile  = "files"

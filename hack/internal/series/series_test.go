@@ -492,3 +492,17 @@ func TestAFailedMaterializationLeavesNoTree(t *testing.T) {
 		t.Errorf("Sync once the module is there: %v", err)
 	}
 }
+
+func TestCheckNoBinaries(t *testing.T) {
+	dir := t.TempDir()
+	patch := filepath.Join(dir, "upstream.patch")
+	text := "diff --git a/pkg/a/a.go b/pkg/a/a.go\n--- a/pkg/a/a.go\n+++ b/pkg/a/a.go\n@@ -1 +1 @@\n-a\n+b\n"
+	writeFiles(t, dir, map[string]string{"upstream.patch": text})
+	if err := (Group{Name: "10-first", Patch: patch}).CheckNoBinaries(); err != nil {
+		t.Errorf("a text patch: %v", err)
+	}
+	writeFiles(t, dir, map[string]string{"upstream.patch": text + "diff --git a/kubelet b/kubelet\nnew file mode 100755\nindex 0000000..1234567\nGIT binary patch\nliteral 10\nzcmV\n\n"})
+	if err := (Group{Name: "10-first", Patch: patch}).CheckNoBinaries(); err == nil || !strings.Contains(err.Error(), ": kubelet") {
+		t.Errorf("a patch with a binary kubelet: %v, want an error naming kubelet", err)
+	}
+}
