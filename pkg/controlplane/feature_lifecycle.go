@@ -55,6 +55,9 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		controller.Start(hookContext)
 		return nil
 	})
-	// Leadership rests on the identity lease: the loop stops before the lease goes.
+	// Leadership rests on the identity lease: the loop stops before the lease
+	// goes, and the lease carries the versions that leaders are elected by.
 	s.ControlPlane.HoldsIdentityLease(controller.Stop)
+	s.ControlPlane.AnnotateIdentityLease(featurelifecycle.BinaryVersionAnnotation, c.ControlPlane.Generic.EffectiveVersion.BinaryVersion().String())
+	s.ControlPlane.AnnotateIdentityLease(featurelifecycle.EmulationVersionAnnotation, c.ControlPlane.Generic.EffectiveVersion.EmulationVersion().String())
 }

@@ -16,6 +16,11 @@ limitations under the License.
 
 package apiserver
 
+import (
+	coordinationapiv1 "k8s.io/api/coordination/v1"
+	"k8s.io/component-helpers/apimachinery/lease"
+)
+
 // HoldsIdentityLease registers stop as the stop of a loop whose ownership of work
 // rests on this server's identity lease being live, as the feature lifecycle
 // controller's leadership of Features does. On shutdown, stop is called, and
@@ -32,5 +37,32 @@ func (s *Server) HoldsIdentityLease(stop func()) {
 func (s *Server) stopIdentityLeaseHolders() {
 	for _, stop := range s.identityLeaseHolders {
 		stop()
+	}
+}
+
+// AnnotateIdentityLease adds an annotation that every renewal of this server's
+// identity lease writes, as the feature lifecycle controller does with the
+// versions it elects leaders by. Call it before the server starts.
+func (s *Server) AnnotateIdentityLease(key, value string) {
+	if s.identityLeaseAnnotations == nil {
+		s.identityLeaseAnnotations = map[string]string{}
+	}
+	s.identityLeaseAnnotations[key] = value
+}
+
+// withIdentityLeaseAnnotations adds the annotations of AnnotateIdentityLease
+// to each renewal that f makes.
+func (s *Server) withIdentityLeaseAnnotations(f lease.ProcessLeaseFunc) lease.ProcessLeaseFunc {
+	return func(l *coordinationapiv1.Lease) error {
+		if err := f(l); err != nil {
+			return err
+		}
+		if len(s.identityLeaseAnnotations) > 0 && l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		for k, v := range s.identityLeaseAnnotations {
+			l.Annotations[k] = v
+		}
+		return nil
 	}
 }

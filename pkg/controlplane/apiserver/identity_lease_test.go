@@ -19,6 +19,8 @@ package apiserver
 import (
 	"reflect"
 	"testing"
+
+	coordinationapiv1 "k8s.io/api/coordination/v1"
 )
 
 func TestIdentityLeaseHoldersStopInOrder(t *testing.T) {
@@ -29,5 +31,26 @@ func TestIdentityLeaseHoldersStopInOrder(t *testing.T) {
 	s.stopIdentityLeaseHolders()
 	if want := []string{"first", "second"}; !reflect.DeepEqual(stopped, want) {
 		t.Errorf("stopped %v, want %v", stopped, want)
+	}
+}
+
+func TestIdentityLeaseRenewalsCarryTheAnnotations(t *testing.T) {
+	var plain Server
+	l := &coordinationapiv1.Lease{}
+	if err := plain.withIdentityLeaseAnnotations(labelAPIServerHeartbeatFunc(KubeAPIServer, ""))(l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Annotations) != 0 || l.Labels[IdentityLeaseComponentLabelKey] != KubeAPIServer {
+		t.Errorf("with no annotations registered: labels %v, annotations %v; want the identity label and no annotation", l.Labels, l.Annotations)
+	}
+
+	var s Server
+	s.AnnotateIdentityLease("example.com/version", "1.36.3")
+	l = &coordinationapiv1.Lease{}
+	if err := s.withIdentityLeaseAnnotations(labelAPIServerHeartbeatFunc(KubeAPIServer, ""))(l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Annotations["example.com/version"] != "1.36.3" || l.Labels[IdentityLeaseComponentLabelKey] != KubeAPIServer {
+		t.Errorf("labels %v, annotations %v; want the identity label and example.com/version=1.36.3", l.Labels, l.Annotations)
 	}
 }

@@ -261,7 +261,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 }
 
 // liveMembers returns the live kube-apiservers.
-func (c *Controller) liveMembers() []string {
+func (c *Controller) liveMembers() []member {
 	leases, err := c.leases.List(labels.Everything())
 	if err != nil {
 		leases = nil
@@ -269,10 +269,10 @@ func (c *Controller) liveMembers() []string {
 	return liveAPIServers(leases, c.clock.Now(), c.cfg.Liveness)
 }
 
-// membersChanged looks at every Feature again when the live apiservers
-// change; lease renewals alone change nothing.
+// membersChanged looks at every Feature again when the live apiservers or
+// their versions change; lease renewals alone change nothing.
 func (c *Controller) membersChanged() {
-	members := strings.Join(c.liveMembers(), ",")
+	members := fmt.Sprint(c.liveMembers())
 	c.mu.Lock()
 	changed := members != c.members
 	c.mu.Unlock()
@@ -284,7 +284,8 @@ func (c *Controller) membersChanged() {
 // recheck queues every Feature, known or stored, counts the leaders that
 // changed since the last recheck and refreshes the state gauge.
 func (c *Controller) recheck() {
-	members := c.liveMembers()
+	live := c.liveMembers()
+	members := candidates(live)
 	stored, err := c.features.Features(c.cfg.Namespace).List(labels.Everything())
 	if err != nil {
 		stored = nil
@@ -301,7 +302,7 @@ func (c *Controller) recheck() {
 	recordStates(byState)
 
 	c.mu.Lock()
-	c.members = strings.Join(members, ",")
+	c.members = fmt.Sprint(live)
 	for name := range names {
 		leader := LeaderOf(name, members)
 		if previous, ok := c.leaders[name]; ok && previous != leader {
@@ -317,7 +318,7 @@ func (c *Controller) recheck() {
 
 // leads reports whether this kube-apiserver leads the named Feature.
 func (c *Controller) leads(name string) bool {
-	return LeaderOf(name, c.liveMembers()) == c.cfg.Identity
+	return LeaderOf(name, candidates(c.liveMembers())) == c.cfg.Identity
 }
 
 // sync handles one Feature if this kube-apiserver leads it. It writes at most

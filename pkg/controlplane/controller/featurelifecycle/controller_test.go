@@ -117,7 +117,7 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 func (e *testEnv) renewOwnLease() {
 	e.t.Helper()
 	renewed := metav1.NewMicroTime(e.clock.Now())
-	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-a", Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
+	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-a", Namespace: "kube-system", Annotations: versionAnnotations("1.36.3", "1.36")}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
 	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	err := e.client.Tracker().Update(leases, own, "kube-system")
 	if apierrors.IsNotFound(err) {
@@ -408,7 +408,7 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 	now := metav1.NewMicroTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	var others []runtime.Object
 	for _, name := range []string{"apiserver-b", "apiserver-c", "apiserver-d"} {
-		others = append(others, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &now}})
+		others = append(others, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Annotations: versionAnnotations("1.36.3", "1.36")}, Spec: coordinationv1.LeaseSpec{RenewTime: &now}})
 	}
 	e := newTestEnv(t, nil, others...)
 	members := []string{"apiserver-a", "apiserver-b", "apiserver-c", "apiserver-d"}
@@ -419,6 +419,37 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 		if leads := LeaderOf(name, members) == "apiserver-a"; wrote != leads {
 			t.Errorf("%s: wrote %t, leads %t", name, wrote, leads)
 		}
+	}
+}
+
+// An upgraded server leads nothing while a server of the old version is live,
+// so it neither announces its version nor queues Upgrade tasks; once the old
+// server is gone, it leads.
+func TestANewerServerLeadsNothingWhileAnOlderOneIsLive(t *testing.T) {
+	now := metav1.NewMicroTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	// An old server that, by hashing alone, would leave foo to this one.
+	name := ""
+	for _, n := range []string{"apiserver-b", "apiserver-c", "apiserver-d", "apiserver-e"} {
+		if LeaderOf("foo", []string{"apiserver-a", n}) == "apiserver-a" {
+			name = n
+			break
+		}
+	}
+	old := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Annotations: versionAnnotations("1.35.2", "1.35")}, Spec: coordinationv1.LeaseSpec{RenewTime: &now}}
+	e := newTestEnv(t, nil, old)
+	for _, name := range []string{"foo", "bar"} {
+		before := len(e.client.Actions())
+		e.sync(name)
+		if wrote := len(e.client.Actions()) > before+2; wrote { // the two lists of refresh
+			t.Errorf("%s: the 1.36 server wrote while a 1.35 server is live: %v", name, e.client.Actions()[before:])
+		}
+	}
+
+	e.clock.Step(time.Minute) // the old server stopped renewing
+	e.sync("foo")             // creates the Feature
+	e.sync("foo")             // announces
+	if f := e.get("foo"); f.Status.BinaryVersion != "1.36.3" {
+		t.Errorf("after the old server left: binaryVersion %q, want 1.36.3 written by the new leader", f.Status.BinaryVersion)
 	}
 }
 
@@ -450,7 +481,7 @@ func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
 
 	renewed := metav1.NewMicroTime(e.clock.Now())
 	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: other, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
+		ObjectMeta: metav1.ObjectMeta{Name: other, Namespace: "kube-system", Annotations: versionAnnotations("1.36.3", "1.36")}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +617,7 @@ func TestMetrics(t *testing.T) {
 	e.c.recheck()
 	renewed := metav1.NewMicroTime(e.clock.Now())
 	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-b", Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
+		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-b", Namespace: "kube-system", Annotations: versionAnnotations("1.36.3", "1.36")}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

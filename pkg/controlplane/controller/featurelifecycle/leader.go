@@ -17,30 +17,106 @@ limitations under the License.
 package featurelifecycle
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
-// liveAPIServers returns the identities of the kube-apiservers whose identity
-// lease was renewed within liveness before now. Upstream's identity leases last
-// an hour and are collected hourly, so the lease's existence says little: a
-// server that stopped renewing a few renew periods ago is gone. The same rule
-// holds for this server: one whose own lease is stale, or already deleted on
+// The identity lease of a kube-apiserver that runs the server flow carries its
+// versions (AnnotateIdentityLease), so that leadership can follow them.
+const (
+	BinaryVersionAnnotation    = "apiserver.kubernetes.io/binary-version"
+	EmulationVersionAnnotation = "apiserver.kubernetes.io/emulation-version"
+)
+
+// member is a live kube-apiserver and the versions its identity lease carries
+// (nil when it carries none).
+type member struct {
+	name              string
+	binary, emulation *version.Version
+}
+
+func (m member) String() string {
+	return fmt.Sprintf("%s@%v/%v", m.name, m.emulation, m.binary)
+}
+
+// liveAPIServers returns the kube-apiservers whose identity lease was renewed
+// within liveness before now, by name. Upstream's identity leases last an hour
+// and are collected hourly, so the lease's existence says little: a server
+// that stopped renewing a few renew periods ago is gone. The same rule holds
+// for this server: one whose own lease is stale, or already deleted on
 // shutdown, is a leader to no one else, so it must not lead either.
-func liveAPIServers(leases []*coordinationv1.Lease, now time.Time, liveness time.Duration) []string {
-	var live []string
+func liveAPIServers(leases []*coordinationv1.Lease, now time.Time, liveness time.Duration) []member {
+	var live []member
 	for _, lease := range leases {
 		if lease.Spec.RenewTime == nil || now.Sub(lease.Spec.RenewTime.Time) > liveness {
 			continue
 		}
-		live = append(live, lease.Name)
+		m := member{name: lease.Name}
+		binary, errB := version.Parse(lease.Annotations[BinaryVersionAnnotation])
+		emulation, errE := version.Parse(lease.Annotations[EmulationVersionAnnotation])
+		if errB == nil && errE == nil {
+			m.binary, m.emulation = binary, emulation
+		}
+		live = append(live, m)
 	}
-	slices.Sort(live)
+	slices.SortFunc(live, func(a, b member) int { return cmp.Compare(a.name, b.name) })
 	return live
+}
+
+func names(members []member) []string {
+	out := make([]string, len(members))
+	for i, m := range members {
+		out[i] = m.name
+	}
+	return out
+}
+
+// candidates returns the members that may lead Features: among those whose
+// lease carries their versions (the others do not run the server flow), the
+// ones at the oldest emulation version, then the oldest binary version, as
+// coordinated leader election (KEP-4355) picks its leaders. During a rolling
+// upgrade or downgrade the Features stay with the servers of the old version
+// until the last of them leaves, and then move once: leadership moving back and
+// forth between old and new servers would queue Upgrade and Downgrade tasks in
+// turn.
+func candidates(members []member) []string {
+	var oldest []member
+	for _, m := range members {
+		if m.binary == nil {
+			continue
+		}
+		if len(oldest) > 0 {
+			c := compareVersions(m.emulation, oldest[0].emulation)
+			if c == 0 {
+				c = compareVersions(m.binary, oldest[0].binary)
+			}
+			if c > 0 {
+				continue
+			}
+			if c < 0 {
+				oldest = oldest[:0]
+			}
+		}
+		oldest = append(oldest, m)
+	}
+	return names(oldest)
+}
+
+func compareVersions(a, b *version.Version) int {
+	switch {
+	case a.LessThan(b):
+		return -1
+	case a.GreaterThan(b):
+		return 1
+	}
+	return 0
 }
 
 // LeaderOf returns the member that leads the named Feature: the highest

@@ -18,6 +18,7 @@ package featurelifecycle
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,7 +27,20 @@ import (
 )
 
 func lease(name string, renewed time.Time) *coordinationv1.Lease {
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: renewed}}}
+	return versionedLease(name, renewed, "1.36.3", "1.36")
+}
+
+// versionedLease is the identity lease of a kube-apiserver at the given binary
+// and emulation versions, as AnnotateIdentityLease writes them.
+func versionedLease(name string, renewed time.Time, binary, emulation string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: versionAnnotations(binary, emulation)},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: renewed}},
+	}
+}
+
+func versionAnnotations(binary, emulation string) map[string]string {
+	return map[string]string{BinaryVersionAnnotation: binary, EmulationVersionAnnotation: emulation}
 }
 
 func TestLiveAPIServers(t *testing.T) {
@@ -37,7 +51,7 @@ func TestLiveAPIServers(t *testing.T) {
 		lease("apiserver-a", now.Add(-2*time.Second)),
 		{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-d"}},
 	}
-	got := fmt.Sprint(liveAPIServers(leases, now, 30*time.Second))
+	got := fmt.Sprint(names(liveAPIServers(leases, now, 30*time.Second)))
 	if want := "[apiserver-a apiserver-b]"; got != want {
 		t.Errorf("live = %s, want %s", got, want)
 	}
@@ -53,7 +67,7 @@ func TestAServerWithoutALiveLeaseLeadsNothing(t *testing.T) {
 		"deleted": nil,
 	} {
 		leases := append([]*coordinationv1.Lease{lease("apiserver-b", now)}, own...)
-		members := liveAPIServers(leases, now, 30*time.Second)
+		members := candidates(liveAPIServers(leases, now, 30*time.Second))
 		for i := range 100 {
 			if leader := LeaderOf(fmt.Sprintf("feature%d", i), members); leader != "apiserver-b" {
 				t.Fatalf("own lease %s: feature%d led by %s among %v, want apiserver-b, the only live lease", name, i, leader, members)
@@ -119,5 +133,69 @@ func TestLeaderOfSpreadsAndMovesOnlyTheDepartedMembersFeatures(t *testing.T) {
 	}
 	if LeaderOf("feature0", nil) != "" {
 		t.Error("no members, want no leader")
+	}
+}
+
+// During a rolling upgrade the Features stay with the servers of the old
+// version until the last of them leaves, then move once; a server whose lease
+// carries no versions does not run the server flow and leads nothing.
+func TestLeadershipStaysWithTheOldestVersions(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		leases []*coordinationv1.Lease
+		want   []string
+	}{{
+		name: "upgrade under way",
+		leases: []*coordinationv1.Lease{
+			versionedLease("apiserver-a", now, "1.37.0", "1.37"),
+			versionedLease("apiserver-b", now, "1.36.3", "1.36"),
+			versionedLease("apiserver-c", now, "1.36.3", "1.36"),
+		},
+		want: []string{"apiserver-b", "apiserver-c"},
+	}, {
+		name: "new binaries still emulating the old version",
+		leases: []*coordinationv1.Lease{
+			versionedLease("apiserver-a", now, "1.37.0", "1.36"),
+			versionedLease("apiserver-b", now, "1.37.0", "1.36"),
+			versionedLease("apiserver-c", now, "1.36.3", "1.36"),
+		},
+		want: []string{"apiserver-c"},
+	}, {
+		name: "emulation version first",
+		leases: []*coordinationv1.Lease{
+			versionedLease("apiserver-a", now, "1.37.0", "1.36"),
+			versionedLease("apiserver-b", now, "1.36.3", "1.36"),
+			versionedLease("apiserver-c", now, "1.37.0", "1.37"),
+		},
+		want: []string{"apiserver-b"},
+	}, {
+		name: "the last old server left",
+		leases: []*coordinationv1.Lease{
+			versionedLease("apiserver-a", now, "1.37.0", "1.37"),
+			versionedLease("apiserver-b", now, "1.37.0", "1.37"),
+			versionedLease("apiserver-c", now.Add(-time.Minute), "1.36.3", "1.36"),
+		},
+		want: []string{"apiserver-a", "apiserver-b"},
+	}, {
+		name: "a lease without versions",
+		leases: []*coordinationv1.Lease{
+			versionedLease("apiserver-a", now, "1.36.3", "1.36"),
+			{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-b"}, Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}}},
+			versionedLease("apiserver-c", now, "not-a-version", "1.35"),
+		},
+		want: []string{"apiserver-a"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			members := candidates(liveAPIServers(tc.leases, now, 30*time.Second))
+			if fmt.Sprint(members) != fmt.Sprint(tc.want) {
+				t.Fatalf("candidates = %v, want %v", members, tc.want)
+			}
+			for i := range 200 {
+				if leader := LeaderOf(fmt.Sprintf("feature%d", i), members); !slices.Contains(tc.want, leader) {
+					t.Fatalf("feature%d led by %s, want one of %v", i, leader, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -75,7 +75,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	if configured {
 		target, turning, transition = featuresv1alpha1.FeatureStateOn, featuresv1alpha1.FeatureStateTurningOn, TurnOn
 	}
-	disagreeing := disagreeingAPIServers(s.Uses, configured, c.liveMembers())
+	disagreeing := disagreeingAPIServers(s.Uses, configured, names(c.liveMembers()))
 	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
 		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
 
