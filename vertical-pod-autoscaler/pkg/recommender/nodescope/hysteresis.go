@@ -24,6 +24,7 @@ import (
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
+	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
 // PodRequests are the requests of the containers of a pod, by container name.
@@ -52,7 +53,7 @@ func (h *Hysteresis) Keeps(node model.NodeRef, old, rec *vpa_types.RecommendedPo
 		return false
 	}
 	for _, c := range rec.ContainerRecommendations {
-		o := containerRecommendation(old, c.ContainerName)
+		o := vpa_api_util.GetRecommendationForContainer(c.ContainerName, old)
 		if o == nil || len(o.Target) != len(c.Target) || len(o.LowerBound) != len(c.LowerBound) || len(o.UpperBound) != len(c.UpperBound) {
 			return false
 		}
@@ -70,15 +71,6 @@ func (h *Hysteresis) Keeps(node model.NodeRef, old, rec *vpa_types.RecommendedPo
 		}
 	}
 	return true
-}
-
-func containerRecommendation(rec *vpa_types.RecommendedPodResources, name string) *vpa_types.RecommendedContainerResources {
-	for i := range rec.ContainerRecommendations {
-		if rec.ContainerRecommendations[i].ContainerName == name {
-			return &rec.ContainerRecommendations[i]
-		}
-	}
-	return nil
 }
 
 // moved returns how far to is from from, relative to from.
