@@ -130,6 +130,20 @@ vendor_tree() {
   [ -z "$series" ] || echo "the series changes $(wc -w <<<"$series") go.mod/go.sum files; hack/update-vendor.sh's diff to them: $WORK/vendor-series.diff"
 }
 
+# protoc_links TREE: third_party/protoc -> protoc-vX-linux-amd64 -> $WORK/protoc, the
+# project's protoc front end, committed in the clone.
+protoc_links() {
+  local tree=$1 dir
+  hack/codegen-tools.sh "$tree"
+  dir=$(readlink "$tree/third_party/protoc")
+  mkdir -p "$WORK/protoc"
+  cp "$tree/third_party/$dir/protoc" "$WORK/protoc/protoc"
+  rm -rf "${tree:?}/third_party/$dir"
+  ln -sfn "$WORK/protoc" "$tree/third_party/$dir"
+  (cd "$tree" && git add -f third_party/protoc "third_party/$dir" &&
+    git commit -q -m "third_party/protoc: the project's protoc front end (verify-upstream)")
+}
+
 # names_in DIR PATTERN: the verify scripts of DIR's hack/ matching PATTERN.
 names_in() { (cd "$1/hack" && ls $2 2>/dev/null) || true; }
 
@@ -148,7 +162,15 @@ kubernetes() {
   debian jq jq
   etcd_for "$tree"
   offline_tools "$tree/hack"
-  [ "${VERIFY_UPSTREAM_KEEP:-}" = 1 ] && [ -f "$tree/vendor/modules.txt" ] || vendor_tree "$tree"
+  if ! [ "${VERIFY_UPSTREAM_KEEP:-}" = 1 ] || ! [ -f "$tree/vendor/modules.txt" ]; then
+    vendor_tree "$tree"
+    # The scripts that compare generated code (kube::verify::generated) regenerate it
+    # in a git worktree of HEAD, where the git-ignored third_party/protoc that
+    # hack/codegen-tools.sh puts in the clone is missing (and hack/lib/protoc.sh would
+    # download protoc from GitHub): the clone commits it as two symbolic links, to the
+    # front end in $WORK/protoc (a binary in git would fail verify-file-sizes).
+    protoc_links "$tree"
+  fi
   excluded=$(upstream_list "$tree" EXCLUDED_PATTERNS)
   quickset=$(upstream_list "$tree" QUICK_PATTERNS)
   for s in $(names_in "$tree" 'verify-*.sh') $(names_in "$tree" 'verify-*.py'); do
