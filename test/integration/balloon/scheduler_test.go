@@ -31,6 +31,7 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	"k8s.io/kubernetes/pkg/features"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 	testutils "k8s.io/kubernetes/test/integration/util"
@@ -49,21 +50,8 @@ const (
 // TestBalloonScheduling runs kube-scheduler against kube-apiserver with the
 // gate on and checks that balloons are neither preempted nor preempt.
 func TestBalloonScheduling(t *testing.T) {
-	server, cs := startAPIServer(t, true)
-	tCtx := ktesting.Init(t)
-	testCtx := &testutils.TestContext{
-		Ctx:        tCtx,
-		ClientSet:  cs,
-		KubeConfig: server.ClientConfig,
-		CloseFn:    func() {},
-	}
-	testutils.InitTestSchedulerWithOptions(t, testCtx, 0)
-	t.Cleanup(func() {
-		testCtx.SchedulerCloseFn()
-		testCtx.CloseFn()
-	})
-	testutils.SyncSchedulerInformerFactory(testCtx)
-	go testCtx.Scheduler.Run(testCtx.SchedulerCtx)
+	testCtx, cs := startScheduler(t)
+	tCtx := testCtx.Ctx
 
 	ns := framework.CreateNamespaceOrDie(cs, "balloon-scheduling", t).Name
 	for _, pc := range []*schedulingv1.PriorityClass{
@@ -76,7 +64,7 @@ func TestBalloonScheduling(t *testing.T) {
 	}
 
 	t.Run("a high priority pod does not preempt a balloon", func(t *testing.T) {
-		node := createNode(t, testCtx, "balloon-preempted")
+		node := createNode(t, testCtx, "balloon-preempted", string(features.BalloonPod))
 		balloon := runPod(t, cs, podConfig{name: "balloon-1", namespace: metav1.NamespaceSystem, balloonLabel: true, priorityClassName: scheduling.SystemNodeBalloon, cpu: "800m", memory: "800Mi", nodeName: node})
 		if got := ptr.Deref(balloon.Spec.Priority, -1); got != balloonPriority {
 			t.Fatalf("balloon priority = %d, want %d", got, balloonPriority)
@@ -91,7 +79,7 @@ func TestBalloonScheduling(t *testing.T) {
 	})
 
 	t.Run("a balloon does not preempt a low priority pod", func(t *testing.T) {
-		node := createNode(t, testCtx, "balloon-preempting")
+		node := createNode(t, testCtx, "balloon-preempting", string(features.BalloonPod))
 		low := runPod(t, cs, podConfig{name: "low-2", namespace: ns, priorityClassName: lowPriorityClass, cpu: "800m", memory: "800Mi", nodeName: node})
 		balloon := createPod(t, cs, podConfig{name: "balloon-2", namespace: metav1.NamespaceSystem, balloonLabel: true, priorityClassName: scheduling.SystemNodeBalloon, cpu: "500m", memory: "500Mi", nodeName: node})
 		if got := ptr.Deref(balloon.Spec.PreemptionPolicy, ""); got != v1.PreemptNever {
@@ -124,14 +112,34 @@ func TestBalloonScheduling(t *testing.T) {
 	})
 }
 
-// createNode creates a node with 1 CPU and 1Gi of memory, waits until the
-// scheduler has it and deletes it when the test ends.
-func createNode(t *testing.T, testCtx *testutils.TestContext, name string) string {
+// startScheduler starts kube-apiserver with the gate on, and kube-scheduler.
+func startScheduler(t *testing.T) (*testutils.TestContext, clientset.Interface) {
+	server, cs := startAPIServer(t, true)
+	testCtx := &testutils.TestContext{
+		Ctx:        ktesting.Init(t),
+		ClientSet:  cs,
+		KubeConfig: server.ClientConfig,
+		CloseFn:    func() {},
+	}
+	testutils.InitTestSchedulerWithOptions(t, testCtx, 0)
+	t.Cleanup(func() {
+		testCtx.SchedulerCloseFn()
+		testCtx.CloseFn()
+	})
+	testutils.SyncSchedulerInformerFactory(testCtx)
+	go testCtx.Scheduler.Run(testCtx.SchedulerCtx)
+	return testCtx, cs
+}
+
+// createNode creates a node with 1 CPU and 1Gi of memory that declares the
+// given features, waits until the scheduler has it and deletes it when the
+// test ends.
+func createNode(t *testing.T, testCtx *testutils.TestContext, name string, declaredFeatures ...string) string {
 	t.Helper()
 	node := st.MakeNode().Name(name).Label(v1.LabelHostname, name).Capacity(map[v1.ResourceName]string{
 		v1.ResourceCPU:    "1",
 		v1.ResourceMemory: "1Gi",
-	}).Obj()
+	}).DeclaredFeatures(declaredFeatures).Obj()
 	if _, err := testutils.CreateNode(testCtx.ClientSet, node); err != nil {
 		t.Fatalf("create node %s: %v", name, err)
 	}
