@@ -85,6 +85,7 @@ etcd_for() {
   local tree=$1 want have bin
   want=$(sed -n 's/^ETCD_VERSION=${ETCD_VERSION:-\(.*\)}$/\1/p' "$tree/hack/lib/etcd.sh")
   have=$(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+  ETCD_BUILT=$want
   [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" = "$want" ] && return 0
   bin=$OUT/tools/etcd-$want
   if [ ! -x "$bin/etcd" ]; then
@@ -170,6 +171,19 @@ kubernetes() {
     # download protoc from GitHub): the clone commits it as two symbolic links, to the
     # front end in $WORK/protoc (a binary in git would fail verify-file-sizes).
     protoc_links "$tree"
+    # hack/lib/etcd.sh's kube::etcd::install (verify-openapi-spec) looks for
+    # third_party/etcd -> etcd-vX-linux-*, and downloads a release from GitHub when it
+    # is not there: links to the etcd etcd_for built, committed the same way.
+    (cd "$tree/third_party" && d=etcd-v$ETCD_BUILT-linux-amd64 && ln -sfn "$(dirname "$(command -v etcd)")" "$d" && ln -sfn "$d" etcd &&
+      git add -f etcd "$d" && git commit -q -m "third_party/etcd: etcd $ETCD_BUILT (verify-upstream)")
+    # verify-imports checks every root of staging/publishing/import-restrictions.yaml;
+    # the one of k8s.io/sample-cli-plugin, which the tree does not hold (not published
+    # at this version), is dropped from the clone's copy.
+    (cd "$tree" && awk '
+      /^- baseImportPath: / { p = $3; gsub(/"/, "", p); sub(/\/$/, "", p); drop = (p ~ /^\.\/staging\// && system("test -d " p) != 0) }
+      !drop' staging/publishing/import-restrictions.yaml >"$WORK/import-restrictions.yaml" &&
+      cp "$WORK/import-restrictions.yaml" staging/publishing/import-restrictions.yaml &&
+      git commit -q -m "import-restrictions: without modules the tree does not hold (verify-upstream)" staging/publishing/import-restrictions.yaml || true)
   fi
   excluded=$(upstream_list "$tree" EXCLUDED_PATTERNS)
   quickset=$(upstream_list "$tree" QUICK_PATTERNS)
