@@ -83,6 +83,7 @@ clone() {
 # dependencies.
 etcd_for() {
   local tree=$1 want have bin
+  # shellcheck disable=SC2016 # the line of etcd.sh, literally
   want=$(sed -n 's/^ETCD_VERSION=${ETCD_VERSION:-\(.*\)}$/\1/p' "$tree/hack/lib/etcd.sh")
   have=$(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p')
   ETCD_BUILT=$want
@@ -103,8 +104,9 @@ etcd_for() {
 # here refuses for some of them (403); the module cache, as a file proxy in front of
 # the real one, serves the list of what it holds. Each such tool is fetched first.
 offline_tools() {
-  local dir=$1 m
-  export GOPROXY="file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
+  local dir=$1 m cache proxy
+  cache=$(go env GOMODCACHE) proxy=$(go env GOPROXY)
+  export GOPROXY="file://$cache/cache/download,$proxy"
   for m in $(grep -rhoE 'go install "?[a-z0-9.-]+\.[a-z]+/[^ "@]+@v[0-9][^ "]*' "$dir" --include='verify-*.sh' | sed 's/^go install "\?//' | sort -u); do
     (cd "$WORK" && GOWORK=off GOFLAGS=-mod=mod go mod download "${m%%@*}@${m#*@}" 2>/dev/null) ||
       (cd "$WORK" && GOWORK=off go mod download "$(dirname "${m%%@*}")@${m#*@}" 2>/dev/null) || true
