@@ -30,11 +30,15 @@ import (
 )
 
 // WaitForNoBalloonPods holds BalloonPod in TurningOff while balloon pods
-// exist. Off, kubelets take a balloon for an ordinary pod: its requests,
-// which stand for capacity the node does not have, become evictable usage,
-// and the node's effective size jumps back to the host's. Deleting the
-// balloons is the admin's call (after resizing the nodes back), so the task
-// waits and says which pods remain; it never deletes them.
+// hold capacity. A kubelet with the gate off stops declaring the BalloonPod
+// node feature: it rejects its balloons (PodFeatureUnsupported) when it next
+// admits its pods, say after a restart, and the scheduler keeps new ones
+// Pending; a kubelet that declares no features at all (NodeDeclaredFeatures
+// off, or older) admits them as ordinary critical pods that may preempt.
+// Either way the node's effective size silently goes back to the host's.
+// Shrinking the balloons and deleting them is the admin's call, so the task
+// waits and says which pods remain; it never deletes them. Pods that ended
+// (a rejected balloon is Failed) hold nothing and do not count.
 type WaitForNoBalloonPods struct{}
 
 var _ featurelifecycle.Exercise = WaitForNoBalloonPods{}
@@ -64,8 +68,8 @@ func (WaitForNoBalloonPods) Run(ctx context.Context, tc *featurelifecycle.TaskCo
 		len(balloons), strings.Join(names, ", "))), nil
 }
 
-// listBalloons returns the names of the balloon pods: in kube-system, with
-// the balloon label and the balloon priority class.
+// listBalloons returns the names of the balloon pods that have not ended: in
+// kube-system, with the balloon label and the balloon priority class.
 func listBalloons(ctx context.Context, client kubernetes.Interface) ([]string, error) {
 	pods, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBalloonPod + "=true"})
 	if err != nil {
@@ -73,7 +77,7 @@ func listBalloons(ctx context.Context, client kubernetes.Interface) ([]string, e
 	}
 	var names []string
 	for _, pod := range pods.Items {
-		if pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon {
+		if pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon && pod.Status.Phase != v1.PodFailed && pod.Status.Phase != v1.PodSucceeded {
 			names = append(names, pod.Name)
 		}
 	}

@@ -122,6 +122,27 @@ func TestWaitForNoBalloonPodsWaitsWithoutDeleting(t *testing.T) {
 	}
 }
 
+func TestWaitForNoBalloonPodsIgnoresPodsThatEnded(t *testing.T) {
+	rejected := balloon("rejected", metav1.NamespaceSystem, scheduling.SystemNodeBalloon)
+	rejected.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "PodFeatureUnsupported"}
+	succeeded := balloon("succeeded", metav1.NamespaceSystem, scheduling.SystemNodeBalloon)
+	succeeded.Status.Phase = v1.PodSucceeded
+	running := balloon("running", metav1.NamespaceSystem, scheduling.SystemNodeBalloon)
+	running.Status.Phase = v1.PodRunning
+	pending := balloon("pending", metav1.NamespaceSystem, scheduling.SystemNodeBalloon)
+	pending.Status.Phase = v1.PodPending
+	client := fake.NewClientset(rejected, succeeded, running, pending)
+	result, err := WaitForNoBalloonPods{}.Run(context.Background(), &featurelifecycle.TaskContext{Client: client})
+	if err != nil || result.Done || !strings.Contains(result.Message, "balloon pods remain in kube-system: 2 (pending, running)") {
+		t.Errorf("result %+v, %v; want waiting for the pending and running balloons only", result, err)
+	}
+
+	client = fake.NewClientset(rejected, succeeded)
+	if result, err := (WaitForNoBalloonPods{}).Run(context.Background(), &featurelifecycle.TaskContext{Client: client}); err != nil || !result.Done {
+		t.Errorf("result %+v, %v; want done when every balloon has ended", result, err)
+	}
+}
+
 func TestEveryRegisteredTaskCanBeExercised(t *testing.T) {
 	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(0))
 	Register(registry)
