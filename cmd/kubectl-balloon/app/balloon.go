@@ -35,6 +35,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	daemonutil "k8s.io/kubernetes/pkg/controller/daemon/util"
 	"k8s.io/utils/clock"
 )
 
@@ -124,27 +125,55 @@ func isBalloon(pod *v1.Pod) bool {
 		pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon
 }
 
-// listBalloons returns the balloons bound to nodes, by node name, sorted by
-// pod name. Terminated pods hold no capacity and are left out.
-func listBalloons(ctx context.Context, client kubernetes.Interface, fieldSelector string) (map[string][]*v1.Pod, error) {
-	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
-		LabelSelector: v1.LabelBalloonPod + "=true",
-		FieldSelector: fieldSelector,
-	})
+// nodeBalloons are the balloons of one node, each list sorted by pod name.
+// Pods that ended hold no capacity and are in none of them.
+type nodeBalloons struct {
+	// bound are bound to the node and not being deleted.
+	bound []*v1.Pod
+	// unscheduled are the DaemonSet's balloons for the node, not bound yet.
+	unscheduled []*v1.Pod
+}
+
+// listBalloons returns the balloons by node name: bound ones by their node,
+// unscheduled ones by the node the DaemonSet created them for. A balloon that
+// is being deleted is in neither list.
+func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]*nodeBalloons, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBalloonPod + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("listing balloon pods: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	byNode := map[string][]*v1.Pod{}
+	byNode := map[string]*nodeBalloons{}
+	of := func(node string) *nodeBalloons {
+		if byNode[node] == nil {
+			byNode[node] = &nodeBalloons{}
+		}
+		return byNode[node]
+	}
 	for i := range list.Items {
 		pod := &list.Items[i]
-		if !isBalloon(pod) || pod.Spec.NodeName == "" ||
+		if !isBalloon(pod) || pod.DeletionTimestamp != nil ||
 			pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}
-		byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		if pod.Spec.NodeName != "" {
+			of(pod.Spec.NodeName).bound = append(of(pod.Spec.NodeName).bound, pod)
+		} else if node, err := daemonutil.GetTargetNodeName(pod); err == nil {
+			of(node).unscheduled = append(of(node).unscheduled, pod)
+		}
 	}
 	return byNode, nil
+}
+
+// unscheduledState says why a balloon is not bound yet, from its
+// PodScheduled condition when the scheduler has given one.
+func unscheduledState(pod *v1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Message != "" {
+			return fmt.Sprintf("not scheduled yet (%s: %s)", c.Reason, c.Message)
+		}
+	}
+	return "not scheduled yet"
 }
 
 // heldResources is what the kubelet has granted the pod: the allocated (or

@@ -82,6 +82,17 @@ func newBalloon(name, nodeName, cpu, memory string) *v1.Pod {
 	}
 }
 
+// forNode gives an unscheduled balloon the node affinity by which the
+// DaemonSet controller pins its pods.
+func forNode(pod *v1.Pod, nodeName string) {
+	pod.Spec.NodeName = ""
+	pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchFields: []v1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: v1.NodeSelectorOpIn, Values: []string{nodeName}}},
+		}}},
+	}}
+}
+
 // testEnv runs the commands against a fake cluster whose API server
 // implements the resize subresource and whose kubelet tests script.
 type testEnv struct {

@@ -112,7 +112,7 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	byNode, err := listBalloons(ctx, client, "")
+	byNode, err := listBalloons(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,11 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 			errs = append(errs, fmt.Errorf("node %q: the recorded balloon size %q is not cpu=Q,memory=Q", node.Name, sizes.raw[node.Name]))
 			continue
 		}
-		if err := reconcileNode(ctx, client, out, node, want, byNode[node.Name]); err != nil {
+		balloons := byNode[node.Name]
+		if balloons == nil {
+			balloons = &nodeBalloons{}
+		}
+		if err := reconcileNode(ctx, client, out, node, want, balloons); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
 		}
 	}
@@ -137,7 +141,8 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 
 // reconcileNode keeps the node tainted while its balloon does not hold want,
 // resizes the balloon to want, and removes the taint once it holds it.
-func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, want v1.ResourceList, balloons []*v1.Pod) error {
+func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, want v1.ResourceList, nodeBalloons *nodeBalloons) error {
+	balloons := nodeBalloons.bound
 	if len(balloons) == 1 && holdsSize(balloons[0], want) {
 		return setBalloonPendingTaint(ctx, client, out, node.Name, false)
 	}
@@ -146,7 +151,12 @@ func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writ
 	}
 	switch len(balloons) {
 	case 0:
-		fmt.Fprintf(out, "node %s: no balloon yet; closed to workloads until its balloon holds %s\n", node.Name, formatResources(want))
+		state := "no balloon yet"
+		if len(nodeBalloons.unscheduled) > 0 {
+			pod := nodeBalloons.unscheduled[0]
+			state = fmt.Sprintf("balloon %s/%s is %s", pod.Namespace, pod.Name, unscheduledState(pod))
+		}
+		fmt.Fprintf(out, "node %s: %s; closed to workloads until its balloon holds %s\n", node.Name, state, formatResources(want))
 		return nil
 	case 1:
 	default:

@@ -31,7 +31,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
@@ -140,6 +139,9 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	last, err := o.waitForResize(ctx, client, resized, plan.to)
 	if err != nil {
 		if !o.rollback {
+			if refused := (*refusedError)(nil); errors.As(err, &refused) && refused.reason == v1.PodReasonDeferred {
+				return fmt.Errorf("%w\nThe resize stays queued: the kubelet applies it once it fits, unless it is rolled back (kubectl balloon set-size %s with the previous size, or --rollback-on-failure)", err, nodeName)
+			}
 			return err
 		}
 		if _, rbErr := resizeBalloon(ctx, client, last, plan.to, plan.from); rbErr != nil {
@@ -199,30 +201,59 @@ func planResize(ctx context.Context, client kubernetes.Interface, nodeName strin
 				"the balloon does not go below its minimum size, %s %s; the effective %s will be %s, not %s",
 				name, minimum.String(), name, formatQuantity(name, effective), want.String()))
 		}
+		if rounded := kubeletQuantity(name, size); rounded.Cmp(size) != 0 {
+			effective := allocatable.DeepCopy()
+			effective.Sub(rounded)
+			plan.notes = append(plan.notes, fmt.Sprintf(
+				"the kubelet accounts %s in whole %s: the balloon is rounded up to %s %s, and the effective %s will be %s, not %s",
+				name, kubeletUnit[name], name, rounded.String(), name, effective.String(), want.AsDec().String()))
+			size = rounded
+		}
 		plan.to[name] = size
 	}
 	return plan, nil
 }
 
+// kubeletUnit is the unit in which the kubelet accounts each resource.
+var kubeletUnit = map[v1.ResourceName]string{v1.ResourceCPU: "millicores", v1.ResourceMemory: "bytes"}
+
+// kubeletQuantity rounds q up to the kubelet's unit: it admits and actuates
+// cpu in millicores and memory in bytes, so a finer balloon would hold more
+// than set-size says. Rounding up keeps the effective size at most the one
+// asked for.
+func kubeletQuantity(name v1.ResourceName, q resource.Quantity) resource.Quantity {
+	if name == v1.ResourceCPU {
+		return *resource.NewMilliQuantity(q.MilliValue(), q.Format)
+	}
+	return *resource.NewQuantity(q.Value(), q.Format)
+}
+
 // nodeBalloon returns the one balloon on the node.
 func nodeBalloon(ctx context.Context, client kubernetes.Interface, nodeName string) (*v1.Pod, error) {
-	byNode, err := listBalloons(ctx, client, fields.OneTermEqualSelector("spec.nodeName", nodeName).String())
+	byNode, err := listBalloons(ctx, client)
 	if err != nil {
 		return nil, err
 	}
-	pods := byNode[nodeName]
-	switch len(pods) {
+	balloons := byNode[nodeName]
+	if balloons == nil {
+		balloons = &nodeBalloons{}
+	}
+	switch len(balloons.bound) {
 	case 0:
+		if len(balloons.unscheduled) > 0 {
+			pod := balloons.unscheduled[0]
+			return nil, fmt.Errorf("node %q has no balloon running: balloon %s/%s is %s", nodeName, pod.Namespace, pod.Name, unscheduledState(pod))
+		}
 		return nil, fmt.Errorf("node %q has no balloon (a pod in %s with label %s=true and priority class %s)",
 			nodeName, metav1.NamespaceSystem, v1.LabelBalloonPod, scheduling.SystemNodeBalloon)
 	case 1:
-		return pods[0], nil
+		return balloons.bound[0], nil
 	default:
-		names := make([]string, 0, len(pods))
-		for _, pod := range pods {
+		names := make([]string, 0, len(balloons.bound))
+		for _, pod := range balloons.bound {
 			names = append(names, pod.Namespace+"/"+pod.Name)
 		}
-		return nil, fmt.Errorf("node %q has %d balloons (%s); expected exactly one", nodeName, len(pods), strings.Join(names, ", "))
+		return nil, fmt.Errorf("node %q has %d balloons (%s); expected exactly one", nodeName, len(balloons.bound), strings.Join(names, ", "))
 	}
 }
 
@@ -236,6 +267,10 @@ func balloonContainer(pod *v1.Pod) (*v1.Container, error) {
 		}
 		return nil, fmt.Errorf("balloon %s/%s must have exactly one container named %q, has [%s]",
 			pod.Namespace, pod.Name, balloonContainerName, strings.Join(names, ", "))
+	}
+	if pod.Spec.Resources != nil {
+		return nil, fmt.Errorf("balloon %s/%s sets pod-level resources; a balloon must set its container's requests only, which are what it holds",
+			pod.Namespace, pod.Name)
 	}
 	c := &pod.Spec.Containers[0]
 	if len(c.Resources.Limits) > 0 {
@@ -299,14 +334,22 @@ func (o *setSizeOptions) waitForResize(ctx context.Context, client kubernetes.In
 	}
 }
 
+// refusedError is the kubelet's answer to a resize it did not carry out.
+type refusedError struct {
+	pod, reason, message string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the kubelet did not resize balloon %s: %s: %s", e.pod, e.reason, e.message)
+}
+
 // resizeVerdict tells whether the kubelet has carried out the resize of
 // generation gen (done), refused it (err), or what it is still waiting for.
 // Conditions from an earlier generation answer an earlier resize, not this one.
 func resizeVerdict(pod *v1.Pod, gen int64, want v1.ResourceList) (bool, string, error) {
 	pending := resizeCondition(pod, v1.PodResizePending)
 	if pending != nil && pending.ObservedGeneration >= gen {
-		return false, "", fmt.Errorf("the kubelet did not resize balloon %s/%s: %s: %s",
-			pod.Namespace, pod.Name, pending.Reason, pending.Message)
+		return false, "", &refusedError{pod: pod.Namespace + "/" + pod.Name, reason: pending.Reason, message: pending.Message}
 	}
 	if pending != nil {
 		return false, fmt.Sprintf("the kubelet has not answered yet (its last verdict, on an earlier resize: %s: %s)",

@@ -71,6 +71,18 @@ func TestSetSizeComputesBalloonRequests(t *testing.T) {
 		wantRequests:  resources("2", "1Mi"),
 		wantEffective: "cpu=2,memory=16383Mi",
 		wantNote:      "note: the balloon does not go below its minimum size, memory 1Mi; the effective memory will be 16383Mi, not 16Gi",
+	}, {
+		name:          "cpu rounded up to a millicore",
+		args:          []string{"--cpu", "1.0005"},
+		wantRequests:  resources("3", "4Gi"),
+		wantEffective: "cpu=1,memory=12Gi",
+		wantNote:      "note: the kubelet accounts cpu in whole millicores: the balloon is rounded up to cpu 3, and the effective cpu will be 1, not 1.0005",
+	}, {
+		name:          "memory rounded up to a byte",
+		args:          []string{"--memory", "10737418239.5"},
+		wantRequests:  resources("2", "6442450945"),
+		wantEffective: "cpu=2,memory=10239Mi",
+		wantNote:      "note: the kubelet accounts memory in whole bytes: the balloon is rounded up to memory 6442450945, and the effective memory will be 10737418239, not 10737418239.5",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t, setSizeCluster()...)
@@ -109,6 +121,13 @@ func TestSetSizeRejectsBadInputWithoutWriting(t *testing.T) {
 	renamed.Spec.Containers[0].Name = "pause"
 	limited := newBalloon("balloon-f", "node-f", "1", "1Gi")
 	limited.Spec.Containers[0].Resources.Limits = resources("1", "1Gi")
+	podLevel := newBalloon("balloon-h", "node-h", "1", "1Gi")
+	podLevel.Spec.Resources = &v1.ResourceRequirements{Requests: resources("1", "1Gi")}
+	unscheduled := newBalloon("balloon-i", "", "1m", "1Mi")
+	unscheduled.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+		Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: "0/3 nodes are available",
+	}}}
+	forNode(unscheduled, "node-i")
 	noMemory := newNode("node-g", "4", "16Gi")
 	delete(noMemory.Status.Allocatable, v1.ResourceMemory)
 	objects := append(setSizeCluster(),
@@ -118,6 +137,8 @@ func TestSetSizeRejectsBadInputWithoutWriting(t *testing.T) {
 		newNode("node-e", "4", "16Gi"), renamed,
 		newNode("node-f", "4", "16Gi"), limited,
 		noMemory, newBalloon("balloon-g", "node-g", "1", "1Gi"),
+		newNode("node-h", "4", "16Gi"), podLevel,
+		newNode("node-i", "4", "16Gi"), unscheduled,
 	)
 
 	for _, tc := range []struct {
@@ -141,6 +162,8 @@ func TestSetSizeRejectsBadInputWithoutWriting(t *testing.T) {
 		{"wrong container name", []string{"node-e", "--cpu", "1"}, `balloon kube-system/balloon-e must have exactly one container named "balloon", has [pause]`},
 		{"limits", []string{"node-f", "--cpu", "1"}, `balloon kube-system/balloon-f container "balloon" sets limits; a balloon must set requests only`},
 		{"no allocatable", []string{"node-g", "--memory", "1Gi"}, `node "node-g" reports no allocatable memory`},
+		{"pod-level resources", []string{"node-h", "--cpu", "1"}, `balloon kube-system/balloon-h sets pod-level resources; a balloon must set its container's requests only`},
+		{"balloon not scheduled", []string{"node-i", "--cpu", "1"}, `node "node-i" has no balloon running: balloon kube-system/balloon-i is not scheduled yet (Unschedulable: 0/3 nodes are available)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t, objects...)
@@ -224,6 +247,9 @@ func TestSetSizeRefused(t *testing.T) {
 				t.Fatalf("exit code %d, want 1", code)
 			}
 			wantErr := "error: the kubelet did not resize balloon kube-system/balloon-a: " + tc.reason + ": " + tc.message + "\n"
+			if tc.reason == v1.PodReasonDeferred && !tc.rollback {
+				wantErr = strings.TrimSuffix(wantErr, "\n") + "\nThe resize stays queued: the kubelet applies it once it fits, unless it is rolled back (kubectl balloon set-size node-a with the previous size, or --rollback-on-failure)\n"
+			}
 			if got := e.errOut.String(); got != wantErr {
 				t.Errorf("stderr %q, want %q", got, wantErr)
 			}

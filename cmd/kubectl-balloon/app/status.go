@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -31,39 +32,107 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"sigs.k8s.io/yaml"
 )
 
 func newCmdStatus(d deps) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status [NODE...]",
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status [NODE...] [-o json|yaml]",
 		Short: "Show each node's allocatable, balloon and effective size",
 		Long: `Show, for each node (all nodes if none are given), its allocatable capacity,
 what its balloon holds now, the resulting effective size that workloads may
-use, and any balloon resize that the kubelet has not carried out yet.
-Memory is shown rounded down to a mebibyte.`,
+use, and what is pending: a balloon resize that the kubelet has not carried
+out yet, or a balloon that is not scheduled or not running yet.
+In the table, memory is shown rounded down to a mebibyte; -o json and -o yaml
+print exact quantities.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o out for a table", output)
+			}
 			client, err := d.newClient()
 			if err != nil {
 				return err
 			}
-			return runStatus(cmd.Context(), client, d.streams.Out, args)
+			return runStatus(cmd.Context(), client, d.streams.Out, args, output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml; a table if not given")
+	return cmd
 }
 
-func runStatus(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeNames []string) error {
+// statusList is what status -o json|yaml prints.
+type statusList struct {
+	Items []nodeStatus `json:"items"`
+}
+
+// nodeStatus is a node's sizes and the state of its balloons.
+type nodeStatus struct {
+	Node        string          `json:"node"`
+	Allocatable v1.ResourceList `json:"allocatable"`
+	// Balloon is what the node's bound balloons hold; absent without one.
+	Balloon   v1.ResourceList `json:"balloon,omitempty"`
+	Effective v1.ResourceList `json:"effective"`
+	Balloons  []balloonStatus `json:"balloons,omitempty"`
+}
+
+// balloonStatus is one balloon: Running, Starting (bound, not running yet) or
+// Unscheduled, and the resize it asks for but does not hold yet.
+type balloonStatus struct {
+	Name          string          `json:"name"`
+	State         string          `json:"state"`
+	Message       string          `json:"message,omitempty"`
+	Held          v1.ResourceList `json:"held,omitempty"`
+	PendingResize *pendingResize  `json:"pendingResize,omitempty"`
+}
+
+// pendingResize is a resize the kubelet has not carried out: Reason and
+// Message are its PodResizePending condition's, empty while in progress.
+type pendingResize struct {
+	Requests v1.ResourceList `json:"requests"`
+	Reason   string          `json:"reason,omitempty"`
+	Message  string          `json:"message,omitempty"`
+}
+
+const (
+	balloonRunning     = "Running"
+	balloonStarting    = "Starting"
+	balloonUnscheduled = "Unscheduled"
+)
+
+func runStatus(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeNames []string, output string) error {
 	nodes, err := getNodes(ctx, client, nodeNames)
 	if err != nil {
 		return err
 	}
-	balloons, err := listBalloons(ctx, client, "")
+	balloons, err := listBalloons(ctx, client)
 	if err != nil {
+		return err
+	}
+	list := statusList{Items: []nodeStatus{}}
+	for _, node := range nodes {
+		list.Items = append(list.Items, statusOf(node, balloons[node.Name]))
+	}
+	switch output {
+	case "json":
+		data, err := json.MarshalIndent(list, "", "    ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", data)
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(list)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
 		return err
 	}
 	w := printers.GetNewTabWriter(out)
 	fmt.Fprintln(w, "NODE\tALLOCATABLE\tBALLOON\tEFFECTIVE\tPENDING")
-	for _, node := range nodes {
-		fmt.Fprintln(w, strings.Join(statusRow(node, balloons[node.Name]), "\t"))
+	for _, status := range list.Items {
+		fmt.Fprintln(w, strings.Join(status.row(), "\t"))
 	}
 	return w.Flush()
 }
@@ -104,42 +173,83 @@ func getNode(ctx context.Context, client kubernetes.Interface, name string) (*v1
 	return node, nil
 }
 
-func statusRow(node *v1.Node, balloons []*v1.Pod) []string {
-	allocatable := node.Status.Allocatable
-	if len(balloons) == 0 {
-		return []string{node.Name, formatResources(allocatable), "-", formatResources(allocatable), "no balloon"}
+func statusOf(node *v1.Node, balloons *nodeBalloons) nodeStatus {
+	status := nodeStatus{Node: node.Name, Allocatable: node.Status.Allocatable, Effective: node.Status.Allocatable}
+	if balloons == nil {
+		return status
 	}
-	held := v1.ResourceList{}
+	if len(balloons.bound) > 0 {
+		status.Balloon = v1.ResourceList{}
+	}
+	for _, pod := range balloons.bound {
+		b := balloonStatus{Name: pod.Name, State: balloonRunning, Held: heldResources(pod), PendingResize: resizeOf(pod)}
+		if pod.Status.Phase != v1.PodRunning {
+			b.State = balloonStarting
+		}
+		for name, q := range b.Held {
+			addTo(status.Balloon, name, q)
+		}
+		status.Balloons = append(status.Balloons, b)
+	}
+	for _, pod := range balloons.unscheduled {
+		status.Balloons = append(status.Balloons, balloonStatus{Name: pod.Name, State: balloonUnscheduled, Message: unscheduledState(pod)})
+	}
+	if status.Balloon != nil {
+		status.Effective = subtract(node.Status.Allocatable, status.Balloon)
+	}
+	return status
+}
+
+// row is the node's line of the status table.
+func (s nodeStatus) row() []string {
+	if len(s.Balloons) == 0 {
+		return []string{s.Node, formatResources(s.Allocatable), "-", formatResources(s.Effective), "no balloon"}
+	}
+	balloon := "-"
+	if s.Balloon != nil {
+		balloon = formatResources(s.Balloon)
+	}
 	var pending []string
-	for _, pod := range balloons {
-		podHeld := heldResources(pod)
-		for name, q := range podHeld {
-			addTo(held, name, q)
+	for _, b := range s.Balloons {
+		var p string
+		switch {
+		case b.State == balloonUnscheduled:
+			p = "balloon " + b.Message
+		case b.PendingResize != nil && b.PendingResize.Reason != "":
+			p = fmt.Sprintf("%s %s: %s", formatResources(b.PendingResize.Requests), b.PendingResize.Reason, b.PendingResize.Message)
+		case b.PendingResize != nil:
+			p = formatResources(b.PendingResize.Requests) + " in progress"
+		case b.State == balloonStarting:
+			p = "balloon not running yet"
+		default:
+			continue
 		}
-		if p := pendingResize(pod, podHeld); p != "" {
-			// A node should have one balloon; if it has more, say whose resize it is.
-			if len(balloons) > 1 {
-				p = pod.Name + ": " + p
-			}
-			pending = append(pending, p)
+		// A node should have one balloon; if it has more, say whose state it is.
+		if len(s.Balloons) > 1 {
+			p = b.Name + ": " + p
 		}
+		pending = append(pending, p)
 	}
 	pendingText := "-"
 	if len(pending) > 0 {
 		pendingText = strings.Join(pending, "; ")
 	}
-	return []string{node.Name, formatResources(allocatable), formatResources(held), formatResources(subtract(allocatable, held)), pendingText}
+	return []string{s.Node, formatResources(s.Allocatable), balloon, formatResources(s.Effective), pendingText}
 }
 
-// pendingResize describes a resize the balloon asks for but does not hold
-// yet, or returns "" if there is none.
-func pendingResize(pod *v1.Pod, held v1.ResourceList) string {
+// resizeOf returns the resize the balloon asks for but does not hold yet, or
+// nil if there is none.
+func resizeOf(pod *v1.Pod) *pendingResize {
 	desired := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	if equalResources(desired, held) {
-		return ""
+	if equalResources(desired, heldResources(pod)) {
+		return nil
+	}
+	resize := &pendingResize{Requests: v1.ResourceList{}}
+	for _, name := range balloonResources {
+		resize.Requests[name] = desired[name]
 	}
 	if c := resizeCondition(pod, v1.PodResizePending); c != nil {
-		return fmt.Sprintf("%s %s: %s", formatResources(desired), c.Reason, c.Message)
+		resize.Reason, resize.Message = c.Reason, c.Message
 	}
-	return formatResources(desired) + " in progress"
+	return resize
 }

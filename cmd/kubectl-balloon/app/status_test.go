@@ -17,14 +17,18 @@ limitations under the License.
 package app
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	"sigs.k8s.io/yaml"
 )
 
 // statusRows parses the status table into its columns.
@@ -65,8 +69,24 @@ func statusCluster() []runtime.Object {
 	notStarted := newBalloon("balloon-e", "node-e", "1m", "1Mi")
 	notStarted.Status = v1.PodStatus{Phase: v1.PodPending}
 
+	unscheduled := newBalloon("balloon-f", "", "1m", "1Mi")
+	unscheduled.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+		Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable,
+		Message: "0/2 nodes are available: 1 node(s) didn't match Pod's required features",
+	}}}
+	forNode(unscheduled, "node-f")
+
+	deleted := newBalloon("balloon-g-old", "node-g", "1", "4Gi")
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	deleted.Finalizers = []string{"example.com/keep"}
+	successor := newBalloon("balloon-g", "", "1", "4Gi")
+	successor.Status = v1.PodStatus{Phase: v1.PodPending}
+	forNode(successor, "node-g")
+
 	return []runtime.Object{
 		newNode("node-a", "4", "16Gi"), actuated, finished,
+		newNode("node-f", "4", "16Gi"), unscheduled,
+		newNode("node-g", "4", "16Gi"), deleted, successor,
 		newNode("node-b", "4", "16Gi"), labelOnly, classOnly, otherNamespace,
 		newNode("node-c", "8", "32Gi"), deferred,
 		newNode("node-d", "4", "16Gi"), unanswered,
@@ -87,7 +107,11 @@ func TestStatusAllNodes(t *testing.T) {
 		{"node-c", "cpu=8,memory=32Gi", "cpu=1,memory=4Gi", "cpu=7,memory=28Gi", "cpu=3,memory=8Gi Deferred: " + deferredMessage},
 		{"node-d", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "cpu=2,memory=4Gi in progress"},
 		// Without status the balloon holds its spec requests; memory is rounded down to Mi.
-		{"node-e", "cpu=3920m,memory=15884Mi", "cpu=1m,memory=1Mi", "cpu=3919m,memory=15883Mi", "-"},
+		{"node-e", "cpu=3920m,memory=15884Mi", "cpu=1m,memory=1Mi", "cpu=3919m,memory=15883Mi", "balloon not running yet"},
+		// Not bound yet: the DaemonSet created it for node-f.
+		{"node-f", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "balloon not scheduled yet (Unschedulable: 0/2 nodes are available: 1 node(s) didn't match Pod's required features)"},
+		// A balloon being deleted holds nothing for status; its successor is not bound yet.
+		{"node-g", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "balloon not scheduled yet"},
 	}
 	if diff := cmp.Diff(want, statusRows(t, e.out.String())); diff != "" {
 		t.Errorf("status table (-want +got):\n%s", diff)
@@ -135,6 +159,68 @@ func TestStatusUnknownNode(t *testing.T) {
 		t.Fatalf("exit code %d, want 1", code)
 	}
 	if got, want := e.errOut.String(), "error: node \"nope\" not found\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+}
+
+func TestStatusOutputFormats(t *testing.T) {
+	want := statusList{Items: []nodeStatus{{
+		Node:        "node-c",
+		Allocatable: resources("8", "32Gi"),
+		Balloon:     resources("1", "4Gi"),
+		Effective:   resources("7", "28Gi"),
+		Balloons: []balloonStatus{{
+			Name:          "balloon-c",
+			State:         balloonRunning,
+			Held:          resources("1", "4Gi"),
+			PendingResize: &pendingResize{Requests: resources("3", "8Gi"), Reason: v1.PodReasonDeferred, Message: deferredMessage},
+		}},
+	}, {
+		Node:        "node-f",
+		Allocatable: resources("4", "16Gi"),
+		Effective:   resources("4", "16Gi"),
+		Balloons: []balloonStatus{{
+			Name:    "balloon-f",
+			State:   balloonUnscheduled,
+			Message: "not scheduled yet (Unschedulable: 0/2 nodes are available: 1 node(s) didn't match Pod's required features)",
+		}},
+	}, {
+		Node:        "node-b",
+		Allocatable: resources("4", "16Gi"),
+		Effective:   resources("4", "16Gi"),
+	}}}
+	for _, format := range []string{"json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			e := newTestEnv(t, statusCluster()...)
+			if code := e.run("status", "node-c", "node-f", "node-b", "-o", format); code != 0 {
+				t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+			}
+			data := e.out.Bytes()
+			if format == "yaml" {
+				var err error
+				if data, err = yaml.YAMLToJSONStrict(data); err != nil {
+					t.Fatalf("output is not YAML: %v\n%s", err, e.out.String())
+				}
+			}
+			var got statusList
+			decoder := json.NewDecoder(strings.NewReader(string(data)))
+			decoder.DisallowUnknownFields()
+			if err := decoder.Decode(&got); err != nil {
+				t.Fatalf("output does not decode: %v\n%s", err, e.out.String())
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStatusUnknownOutputFormat(t *testing.T) {
+	e := newTestEnv(t, statusCluster()...)
+	if code := e.run("status", "-o", "wide"); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if got, want := e.errOut.String(), "error: unknown output format \"wide\": use json or yaml, or leave -o out for a table\n"; got != want {
 		t.Errorf("stderr %q, want %q", got, want)
 	}
 }
