@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -132,11 +133,20 @@ type nodeBalloons struct {
 	bound []*v1.Pod
 	// unscheduled are the DaemonSet's balloons for the node, not bound yet.
 	unscheduled []*v1.Pod
+	// released are deleted balloons that the protection finalizer keeps until
+	// the resize agent lets them go (see reconcile).
+	released []*v1.Pod
 }
+
+// balloonProtectionFinalizer is added to every balloon when it is created
+// (cluster/addons/node-balloon/balloon-size-policy.yaml): a deleted balloon
+// keeps its capacity closed until reconcile has tainted its node.
+const balloonProtectionFinalizer = "kubernetes.io/balloon-protection"
 
 // listBalloons returns the balloons by node name: bound ones by their node,
 // unscheduled ones by the node the DaemonSet created them for. A balloon that
-// is being deleted is in neither list.
+// is being deleted is in neither list, but in released while the protection
+// finalizer holds it.
 func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]*nodeBalloons, error) {
 	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBalloonPod + "=true"})
 	if err != nil {
@@ -152,13 +162,25 @@ func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]
 	}
 	for i := range list.Items {
 		pod := &list.Items[i]
-		if !isBalloon(pod) || pod.DeletionTimestamp != nil ||
-			pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		if !isBalloon(pod) {
+			continue
+		}
+		node := pod.Spec.NodeName
+		if node == "" {
+			node, _ = daemonutil.GetTargetNodeName(pod)
+		}
+		if pod.DeletionTimestamp != nil {
+			if node != "" && slices.Contains(pod.Finalizers, balloonProtectionFinalizer) {
+				of(node).released = append(of(node).released, pod)
+			}
+			continue
+		}
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}
 		if pod.Spec.NodeName != "" {
 			of(pod.Spec.NodeName).bound = append(of(pod.Spec.NodeName).bound, pod)
-		} else if node, err := daemonutil.GetTargetNodeName(pod); err == nil {
+		} else if node != "" {
 			of(node).unscheduled = append(of(node).unscheduled, pod)
 		}
 	}

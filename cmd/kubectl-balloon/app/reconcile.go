@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -120,7 +122,18 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 	var errs []error
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
+		balloons := byNode[node.Name]
+		delete(byNode, node.Name)
+		if balloons == nil {
+			balloons = &nodeBalloons{}
+		}
 		want, recorded := sizes.sizes[node.Name]
+		// A node with a recorded size closes before its deleted balloon frees
+		// the capacity; one that was never sized has nothing to keep.
+		if err := release(ctx, client, out, node.Name, recorded, balloons.released); err != nil {
+			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
+			continue
+		}
 		if !recorded {
 			continue
 		}
@@ -128,15 +141,48 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 			errs = append(errs, fmt.Errorf("node %q: the recorded balloon size %q is not cpu=Q,memory=Q", node.Name, sizes.raw[node.Name]))
 			continue
 		}
-		balloons := byNode[node.Name]
-		if balloons == nil {
-			balloons = &nodeBalloons{}
-		}
 		if err := reconcileNode(ctx, client, out, node, want, balloons); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
 		}
 	}
+	// The balloons of nodes that are gone hold nothing anyone could use.
+	for _, name := range slices.Sorted(maps.Keys(byNode)) {
+		if err := release(ctx, client, out, name, false, byNode[name].released); err != nil {
+			errs = append(errs, fmt.Errorf("node %q: %w", name, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// release lets deleted balloons go by removing their protection finalizer,
+// after tainting their node when it is to stay closed until a balloon holds
+// its recorded size again.
+func release(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeName string, closeNode bool, balloons []*v1.Pod) error {
+	if len(balloons) == 0 {
+		return nil
+	}
+	if closeNode {
+		if err := setBalloonPendingTaint(ctx, client, out, nodeName, true); err != nil {
+			return err
+		}
+	}
+	for _, pod := range balloons {
+		finalizers := slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == balloonProtectionFinalizer })
+		// The test makes the patch fail, rather than drop a finalizer added meanwhile.
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/finalizers", "value": pod.Finalizers},
+			{"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("releasing deleted balloon %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		fmt.Fprintf(out, "node %s: released deleted balloon %s/%s\n", nodeName, pod.Namespace, pod.Name)
+	}
+	return nil
 }
 
 // reconcileNode keeps the node tainted while its balloon does not hold want,

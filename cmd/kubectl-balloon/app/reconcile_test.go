@@ -18,12 +18,17 @@ package app
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // recorded says node-a's balloon holds cpu 2 and memory 4Gi.
@@ -114,6 +119,93 @@ func TestReconcileRecreatedBalloon(t *testing.T) {
 
 // A node that registers again (its Node object deleted) comes with the taint,
 // from the kubelet's --register-with-taints, before its balloon exists.
+// deletedBalloon is a balloon that was deleted and that the protection
+// finalizer keeps, with another finalizer that must survive its release.
+func deletedBalloon(name, nodeName string) *v1.Pod {
+	pod := newBalloon(name, nodeName, "2", "4Gi")
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	pod.Finalizers = []string{"example.com/keep", balloonProtectionFinalizer}
+	return pod
+}
+
+// A deleted balloon is held by its finalizer until reconcile has closed its
+// node; its successor, created at the recorded size by the addon's policy,
+// then opens the node once it holds that size.
+func TestReconcileReleasesADeletedBalloonAfterClosingItsNode(t *testing.T) {
+	successor := newBalloon("balloon-new", "", "2", "4Gi")
+	successor.Status = v1.PodStatus{Phase: v1.PodPending}
+	forNode(successor, "node-a")
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), deletedBalloon("balloon-old", "node-a"), successor, recordedSizesConfigMap(recorded))
+
+	e.reconcile()
+	var order []string
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "nodes" {
+			order = append(order, "taint")
+		}
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "pods" {
+			order = append(order, "release")
+		}
+	}
+	if diff := cmp.Diff([]string{"taint", "release"}, order); diff != "" {
+		t.Errorf("the node must close before the balloon goes (-want +got):\n%s", diff)
+	}
+	if got := e.getPod("balloon-old").Finalizers; !slices.Equal(got, []string{"example.com/keep"}) {
+		t.Errorf("finalizers %v, want only the other one kept", got)
+	}
+	if sent := e.resizes(); len(sent) != 0 {
+		t.Errorf("the successor is not bound yet: no resize, sent %v", sent)
+	}
+	if !strings.Contains(e.out.String(), "node node-a: balloon kube-system/balloon-new is not scheduled yet; closed to workloads") {
+		t.Errorf("output %q does not say why the node stays closed", e.out.String())
+	}
+
+	// The successor is bound and admitted at its recorded size: the node opens.
+	e.updatePod("balloon-new", func(pod *v1.Pod) {
+		pod.Spec.NodeName = "node-a"
+		admit(pod)
+	})
+	e.reconcile()
+	if e.hasPendingTaint("node-a") {
+		t.Errorf("the node must open once the successor holds its size; output %q", e.out.String())
+	}
+}
+
+// A deleted balloon of a node that was never sized, or whose node is gone, is
+// let go without closing anything.
+func TestReconcileReleasesBalloonsOfUnsizedAndVanishedNodes(t *testing.T) {
+	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), deletedBalloon("balloon-b", "node-b"), deletedBalloon("balloon-gone", "node-gone"), recordedSizesConfigMap(recorded))
+	e.reconcile()
+	for _, name := range []string{"balloon-b", "balloon-gone"} {
+		if got := e.getPod(name).Finalizers; !slices.Equal(got, []string{"example.com/keep"}) {
+			t.Errorf("%s: finalizers %v, want only the other one kept", name, got)
+		}
+	}
+	if e.hasPendingTaint("node-b") {
+		t.Error("a node that was never sized must not close")
+	}
+}
+
+// A finalizer added meanwhile is not dropped: the release fails and is tried
+// again on the next pass.
+func TestReconcileReleaseDoesNotDropAFinalizerAddedMeanwhile(t *testing.T) {
+	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), deletedBalloon("balloon-b", "node-b"), recordedSizesConfigMap(recorded))
+	e.client.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pod := e.getPod("balloon-b")
+		pod.Finalizers = append(pod.Finalizers, "example.com/late")
+		if err := e.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace); err != nil {
+			t.Fatal(err)
+		}
+		return false, nil, nil
+	})
+	if code := e.run("reconcile"); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if got := e.getPod("balloon-b").Finalizers; !slices.Contains(got, "example.com/late") || !slices.Contains(got, balloonProtectionFinalizer) {
+		t.Errorf("finalizers %v: the late one and the protection must stay", got)
+	}
+}
+
 func TestReconcileReregisteredNode(t *testing.T) {
 	e := newTestEnv(t, taintedNode("node-a"), recordedSizesConfigMap(recorded))
 

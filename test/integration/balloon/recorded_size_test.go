@@ -19,16 +19,20 @@ package balloon
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
@@ -100,5 +104,99 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	}
 	if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "other", types.MergePatchType, record, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the agent wrote another ConfigMap: %v", err)
+	}
+}
+
+// daemonSetBalloon is a balloon as the DaemonSet controller creates it for a
+// node: unbound, pinned to the node by its required node affinity.
+func daemonSetBalloon(name, nodeName string) *v1.Pod {
+	pod := podConfig{name: name, namespace: metav1.NamespaceSystem, balloonLabel: true, priorityClassName: scheduling.SystemNodeBalloon, cpu: "1m", memory: "1Mi"}.pod()
+	pod.Spec.Containers[0].Name = "balloon"
+	pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchFields: []v1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: v1.NodeSelectorOpIn, Values: []string{nodeName}}},
+		}}},
+	}}
+	return pod
+}
+
+// TestBalloonsAreCreatedAtTheirRecordedSize applies the addon's
+// MutatingAdmissionPolicy as shipped: a balloon created for a node with a
+// recorded size starts at that size, whether the DaemonSet pins it to the node
+// or it names the node itself; every balloon gets the protection finalizer,
+// which only the resize agent may remove; other pods are left alone.
+func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
+	server, cs := startAPIServer(t, true, "--authorization-mode=RBAC")
+	tCtx := ktesting.Init(t)
+	for _, file := range []string{"balloon-sizes.yaml", "balloon-resizer-rbac.yaml", "balloon-resizer-policy.yaml", "balloon-size-policy.yaml"} {
+		applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", file))
+	}
+	record := []byte(`{"data":{"node-a":"cpu=1500m,memory=3Gi","node-bad":"cpu=lots,memory=3Gi"}}`)
+	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := cs.CoreV1().Pods(metav1.NamespaceSystem)
+	const finalizer = "kubernetes.io/balloon-protection"
+
+	// The policy takes effect once kube-apiserver has loaded it; until then, ask
+	// with dry runs, which admission sees too.
+	var created *v1.Pod
+	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		created, err = pods.Create(ctx, daemonSetBalloon("probe", "node-a"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && len(created.Finalizers) > 0, nil
+	}); err != nil {
+		t.Fatalf("the policy never mutated a balloon: %v (last: %+v)", err, created)
+	}
+
+	onNode := daemonSetBalloon("bound", "")
+	onNode.Spec.Affinity = nil
+	onNode.Spec.NodeName = "node-a"
+	for _, tc := range []struct {
+		name        string
+		pod         *v1.Pod
+		wantRequest v1.ResourceList
+	}{
+		{"pinned to a node with a recorded size", daemonSetBalloon("pinned", "node-a"), v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("3Gi")}},
+		{"bound to a node with a recorded size", onNode, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("3Gi")}},
+		{"a node without a recorded size", daemonSetBalloon("unsized", "node-b"), v1.ResourceList{v1.ResourceCPU: resource.MustParse("1m"), v1.ResourceMemory: resource.MustParse("1Mi")}},
+		{"a record that does not parse", daemonSetBalloon("bad-record", "node-bad"), v1.ResourceList{v1.ResourceCPU: resource.MustParse("1m"), v1.ResourceMemory: resource.MustParse("1Mi")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod, err := pods.Create(tCtx, tc.pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.Spec.Containers[0].Resources.Requests; !apiequality.Semantic.DeepEqual(got, tc.wantRequest) {
+				t.Errorf("requests %v, want %v", got, tc.wantRequest)
+			}
+			if !slices.Contains(pod.Finalizers, finalizer) {
+				t.Errorf("finalizers %v, want %s", pod.Finalizers, finalizer)
+			}
+		})
+	}
+
+	other := createPod(t, cs, podConfig{name: "coredns-like", namespace: metav1.NamespaceSystem, priorityClassName: scheduling.SystemClusterCritical, cpu: "100m", memory: "100Mi"})
+	if len(other.Finalizers) != 0 || other.Spec.Containers[0].Resources.Requests.Cpu().String() != "100m" {
+		t.Errorf("the policy changed a pod that is no balloon: finalizers %v, requests %v", other.Finalizers, other.Spec.Containers[0].Resources.Requests)
+	}
+
+	// The resize agent may remove the protection finalizer of a balloon, and
+	// change nothing else of a pod.
+	config := restclient.CopyConfig(server.ClientConfig)
+	config.Impersonate = restclient.ImpersonationConfig{UserName: resizer, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	agent := clientset.NewForConfigOrDie(config).CoreV1().Pods(metav1.NamespaceSystem)
+	const onlyTheFinalizer = "the node-balloon-resizer may change nothing of a pod but remove the finalizer kubernetes.io/balloon-protection of a balloon"
+	relabel := []byte(`{"metadata":{"labels":{"extra":"x"}}}`)
+	_, err := agent.Patch(tCtx, "pinned", types.MergePatchType, relabel, metav1.PatchOptions{})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
+	other.Finalizers = []string{"example.com/keep"}
+	if other, err = cs.CoreV1().Pods(metav1.NamespaceSystem).Update(tCtx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = agent.Patch(tCtx, other.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
+	if _, err := agent.Patch(tCtx, "pinned", types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/finalizers","value":["`+finalizer+`"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the agent could not remove the balloon's finalizer: %v", err)
 	}
 }

@@ -138,6 +138,10 @@ func create(ctx context.Context, cs clientset.Interface, obj runtime.Object) err
 		_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
 	default:
 		return errors.New("no client for this kind")
 	}
