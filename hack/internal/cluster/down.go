@@ -39,9 +39,9 @@ import (
 )
 
 // Helpers are processes that tests start against the cluster (the VPA e2e test:
-// metrics-server and the VPA recommender, docs/vpa-node-scope.md). Down stops
-// them too, in case a test was killed before its cleanup.
-var Helpers = []string{"vpa-recommender", "metrics-server"}
+// metrics-server and the VPA's three components, docs/vpa-node-scope.md). Down
+// stops them too, in case a test was killed before its cleanup.
+var Helpers = []string{"vpa-updater", "vpa-admission-controller", "vpa-recommender", "metrics-server"}
 
 // Down stops what Up started, in reverse order, and removes what the cluster left on
 // the machine: pod sandboxes (so that CNI releases their network), containerd shims,

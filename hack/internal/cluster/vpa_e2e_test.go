@@ -20,6 +20,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,14 +31,19 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
@@ -51,21 +57,34 @@ const (
 	metricsServerHost = "10.88.0.1" // the gateway address of carry0 (podSubnet)
 	metricsServerPort = "4443"
 	recommenderAddr   = "127.0.0.1:8942"
-	vpaGroup          = "autoscaling.k8s.io"
+	updaterAddr       = "127.0.0.1:8943"
+	admissionAddr     = "127.0.0.1:8944" // the admission controller's metrics
+	// The admission controller's webhook listens on every address; the
+	// apiserver reaches it at metricsServerHost, as metrics-server.
+	webhookPort  = "8946"
+	vpaGroup     = "autoscaling.k8s.io"
+	vpaNamespace = "kube-system" // of deploy/'s service accounts
 	// The recommender's minimum of per-node history, lowered from its default
 	// of an hour so that the test takes minutes (--node-scope-min-history).
-	e2eMinNodeHistory = time.Minute
+	e2eMinNodeHistory   = time.Minute
+	recommenderInterval = 15 * time.Second
 )
 
 var (
-	vpaResource   = schema.GroupVersionResource{Group: vpaGroup, Version: "v1", Resource: "verticalpodautoscalers"}
-	sliceResource = schema.GroupVersionResource{Group: vpaGroup, Version: "v1alpha1", Resource: "verticalpodautoscalerslices"}
+	vpaResource             = schema.GroupVersionResource{Group: vpaGroup, Version: "v1", Resource: "verticalpodautoscalers"}
+	checkpointResource      = schema.GroupVersionResource{Group: vpaGroup, Version: "v1", Resource: "verticalpodautoscalercheckpoints"}
+	sliceResource           = schema.GroupVersionResource{Group: vpaGroup, Version: "v1alpha1", Resource: "verticalpodautoscalerslices"}
+	checkpointSliceResource = schema.GroupVersionResource{Group: vpaGroup, Version: "v1alpha1", Resource: "verticalpodautoscalercheckpointslices"}
 )
 
 // TestVPANodeScope is the end-to-end test of per-node VPA recommendations
 // (docs/vpa-node-scope.md): the pods of one DaemonSet on the two nodes of the local
 // cluster, one burning CPU and one idle, get different recommendations from the
-// patched recommender, fed by metrics-server with the real usage. It brings the
+// patched recommender, fed by metrics-server with the real usage; the admission
+// controller and the updater apply them per node. The three components run with
+// the RBAC of the VPA's deploy/, each with its own service account's token. It
+// checks admission, eviction, a recommender restart, the cleanup after a Node and
+// the VPA are deleted, and the components with the gate off. It brings the
 // cluster up with two nodes if needed and takes down what it started. Run it as
 // root with make vpa-e2e (which builds the VPA and metrics-server first).
 func TestVPANodeScope(t *testing.T) {
@@ -76,10 +95,13 @@ func TestVPANodeScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recommender := filepath.Join(root, "_output", "vpa", "bin", "recommender")
 	crds := filepath.Join(root, "_output", "vpa", "crds", "vpa-v1-crd-gen.yaml")
 	metricsServer := filepath.Join(root, "_output", "vpa", "tools", "metrics-server")
-	for _, f := range []string{recommender, crds, metricsServer} {
+	required := []string{crds, metricsServer, filepath.Join(root, "_output", "autoscaler", "vertical-pod-autoscaler", "deploy", "vpa-rbac.yaml")}
+	for _, b := range []string{"recommender", "admission-controller", "updater"} {
+		required = append(required, filepath.Join(root, "_output", "vpa", "bin", b))
+	}
+	for _, f := range required {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%s is missing: run make vpa-e2e", f)
 		}
@@ -172,7 +194,8 @@ func TestVPANodeScope(t *testing.T) {
 	kubectl("", append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crdNames...)...)
 
 	// The namespace, and in it the DaemonSet: its pod burns CPU (throttled to
-	// 300m) on the second node and idles on the first.
+	// 300m) on the second node and idles on the first. Both request 30m: above
+	// the 25m minimum the idle node gets, below the busy node's lower bound.
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
@@ -210,7 +233,7 @@ func TestVPANodeScope(t *testing.T) {
 							`if [ "$NODE_NAME" = %q ]; then echo "busy on $NODE_NAME"; while :; do :; done; else echo "idle on $NODE_NAME"; exec sleep 86400; fi`, busyNode)},
 						Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("30m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 						},
 					}},
@@ -317,67 +340,234 @@ spec:
 	t.Logf("MEASURED pod metrics of both nodes after %s: cpu busy (%s) %s, idle (%s) %s", time.Since(start).Round(time.Second),
 		busyNode, usage[podsOn[busyNode]], idleNode, usage[podsOn[idleNode]])
 
-	// The recommender, with the gate on, short intervals and the lowered minimum.
-	t.Cleanup(func() { c.stop("vpa-recommender", 10*time.Second) })
-	if err := c.start(ctx, daemon{
-		name: "vpa-recommender", port: recommenderAddr,
-		args: []string{recommender,
-			"--kubeconfig=" + c.Kubeconfig(),
-			"--feature-gates=DaemonSetNodeScope=true",
-			"--vpa-object-namespace=" + ns.Name,
-			"--recommender-interval=15s",
-			fmt.Sprintf("--node-scope-min-history=%s", e2eMinNodeHistory),
-			"--address=" + recommenderAddr,
-			"--v=4",
-		},
-		healthy: httpOK("http://" + recommenderAddr + "/metrics"),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	// The three components as deploy/ runs them: its RBAC, each with the token of
+	// its own service account, the admission controller's webhook behind a Service
+	// without selector, as metrics-server.
+	comps := newVPAComponents(t, ctx, c, cs, cfg, kubectl, cleanup, root, ns.Name)
+	t.Cleanup(comps.stopAll)
 	start = time.Now()
-	vpa := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": vpaGroup + "/v1",
-		"kind":       "VerticalPodAutoscaler",
-		"metadata":   map[string]any{"name": "agent"},
-		"spec": map[string]any{
-			"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
-			"scope":        "node",
-			"updatePolicy": map[string]any{"updateMode": "Off"},
-		},
-	}}
+	comps.start(ctx, true)
+	t.Logf("MEASURED recommender, admission controller and updater serving (gate on): %s", time.Since(start).Round(time.Second))
+
+	// The VPA: scope node, recommendations applied by eviction. Only CPU requests
+	// are controlled (the limits keep the busy pod at 300m), up to 300m.
+	vpa := testVPA("agent", true)
+	start = time.Now()
 	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, vpa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// The per-node recommendations: one for each node, once each node's pod
 	// has e2eMinNodeHistory of usage.
-	var recs map[string]map[string]string // node -> resource -> target
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 6*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := dyn.Resource(sliceResource).Namespace(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: vpaGroup + "/vpa-name=agent"})
-		if err != nil {
-			return false, err
-		}
-		recs = sliceTargets(t, list)
-		return recs[busyNode] != nil && recs[idleNode] != nil, nil
-	}); err != nil {
-		t.Fatalf("no per-node recommendation for both nodes after %s (got %v); recommender log %s:\n%s",
-			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), tail(c.logFile("vpa-recommender"), 30))
-	}
+	recs := waitSliceTargets(t, ctx, dyn, c, ns.Name, 6*time.Minute, func(r map[string]nodeRec) bool {
+		return r[busyNode].target != nil && r[idleNode].target != nil
+	})
 	elapsed := time.Since(start).Round(time.Second)
-	got, err := dyn.Resource(vpaResource).Namespace(ns.Name).Get(ctx, "agent", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wide, _, _ := unstructured.NestedSlice(got.Object, "status", "recommendation", "containerRecommendations")
+	wide := wideRecommendation(t, ctx, dyn, ns.Name)
 	t.Logf("MEASURED per-node recommendations %s after the VPA was created (min node history %s): busy node %s: %v; idle node %s: %v; DaemonSet-wide (status.recommendation): %v",
 		elapsed, e2eMinNodeHistory, busyNode, recs[busyNode], idleNode, recs[idleNode], wide)
-
-	busyCPU, idleCPU := resource.MustParse(recs[busyNode]["cpu"]), resource.MustParse(recs[idleNode]["cpu"])
+	busyCPU, idleCPU := recs[busyNode].cpu(), recs[idleNode].cpu()
 	if busyCPU.MilliValue() < 4*idleCPU.MilliValue() {
 		t.Errorf("cpu target of the busy node %s is %s, not at least 4 times the idle node's %s", busyNode, busyCPU.String(), idleCPU.String())
 	}
 	if busyCPU.MilliValue() < 150 || idleCPU.MilliValue() > 100 {
 		t.Errorf("cpu targets busy %s, idle %s: want the busy pod's throttled 300m reflected (>= 150m) and the idle pod near the 25m minimum (<= 100m)", busyCPU.String(), idleCPU.String())
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// (b) The updater evicts the busy node's pod, whose 30m request is below its
+	// node's lower bound, and leaves the idle node's pod alone: both request the
+	// same, so with one DaemonSet-wide range it would evict both or neither.
+	before := daemonPods(t, ctx, cs, ns.Name)
+	start = time.Now()
+	var after map[string]corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		after = daemonPods(t, ctx, cs, ns.Name)
+		p, ok := after[busyNode]
+		return ok && p.UID != before[busyNode].UID && p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("the updater did not replace the busy node's pod %s (request %s, its node's recommendation %v): %v; updater log %s:\n%s",
+			before[busyNode].Name, podCPURequest(before[busyNode]).String(), recs[busyNode], err, c.logFile("vpa-updater"), tail(c.logFile("vpa-updater"), 30))
+	}
+	t.Logf("MEASURED the updater evicted %s (busy node) %s after the per-node recommendations", before[busyNode].Name, time.Since(start).Round(time.Second))
+	if evicted := podEvents(t, ctx, cs, ns.Name, before[busyNode].Name, "EvictedByVPA"); evicted == 0 {
+		t.Errorf("no EvictedByVPA event for %s", before[busyNode].Name)
+	}
+	if p := after[idleNode]; p.UID != before[idleNode].UID {
+		t.Errorf("the idle node's pod %s was replaced (by %s), its 30m request is within its node's bounds %v", before[idleNode].Name, p.Name, recs[idleNode])
+	}
+
+	// (a) At admission each node's pod gets its node's target: the busy node's
+	// new pod now, the idle node's when its pod is deleted.
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	if got, want := podCPURequest(after[busyNode]), recs[busyNode].cpu(); got.Cmp(*want) != 0 {
+		t.Errorf("the busy node's new pod %s requests cpu %s, want its node's target %s", after[busyNode].Name, got.String(), want.String())
+	}
+	if got := podCPULimit(after[busyNode]); got.MilliValue() != 300 {
+		t.Errorf("the busy node's new pod %s has cpu limit %s, want 300m (RequestsOnly)", after[busyNode].Name, got.String())
+	}
+	if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, after[idleNode].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	idlePod := waitNewPod(t, ctx, cs, ns.Name, idleNode, after[idleNode].UID)
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	wide = wideRecommendation(t, ctx, dyn, ns.Name)
+	if got, want := podCPURequest(idlePod), recs[idleNode].cpu(); got.Cmp(*want) != 0 {
+		t.Errorf("the idle node's new pod %s requests cpu %s, want its node's target %s", idlePod.Name, got.String(), want.String())
+	}
+	if got, w := podCPURequest(idlePod), wide.cpu(); got.Cmp(*w) >= 0 {
+		t.Errorf("the idle node's new pod %s requests cpu %s, not below the DaemonSet-wide target %s", idlePod.Name, got.String(), w.String())
+	}
+	t.Logf("MEASURED at admission: busy node %s pod %s cpu request %s, idle node %s pod %s cpu request %s; DaemonSet-wide target %s",
+		busyNode, after[busyNode].Name, podCPURequest(after[busyNode]).String(), idleNode, idlePod.Name, podCPURequest(idlePod).String(), wide.cpu().String())
+
+	// (c) A restart keeps per-node history: with the recommendation slices
+	// deleted, the restarted recommender writes both nodes' entries again before
+	// either could have e2eMinNodeHistory of new samples, and the checkpoints it
+	// writes keep their first sample. The updater is stopped meanwhile (without
+	// slices it would apply the DaemonSet-wide range).
+	var ckBefore map[string]nodeCheckpoint
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ckBefore = checkpointSlices(t, ctx, dyn, ns.Name)
+		for _, n := range []string{busyNode, idleNode} {
+			if ck, ok := ckBefore[n]; !ok || ck.last.Sub(ck.first) < e2eMinNodeHistory {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("no checkpoint of %s of both nodes (got %v): %v", e2eMinNodeHistory, ckBefore, err)
+	}
+	recsBefore := recs
+	comps.stop("vpa-updater", "vpa-recommender")
+	if err := dyn.Resource(sliceResource).Namespace(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	comps.start(ctx, true, "vpa-recommender")
+	start = time.Now()
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	elapsed = time.Since(start).Round(time.Second)
+	t.Logf("MEASURED after a recommender restart, both nodes' entries again after %s: busy %v, idle %v (before: busy %v, idle %v)",
+		elapsed, recs[busyNode], recs[idleNode], recsBefore[busyNode], recsBefore[idleNode])
+	if elapsed >= e2eMinNodeHistory {
+		t.Errorf("the restarted recommender wrote the per-node entries after %s, not before the %s of history new samples would give", elapsed, e2eMinNodeHistory)
+	}
+	for _, n := range []string{busyNode, idleNode} {
+		if got, want := recs[n].cpu(), recsBefore[n].cpu(); got.Cmp(*want) != 0 {
+			t.Errorf("node %s: cpu target %s after the restart, %s before", n, got.String(), want.String())
+		}
+	}
+	var ckAfter map[string]nodeCheckpoint
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ckAfter = checkpointSlices(t, ctx, dyn, ns.Name)
+		for _, n := range []string{busyNode, idleNode} {
+			if !ckAfter[n].last.After(ckBefore[n].last) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the restarted recommender wrote no checkpoint of both nodes (before %v, now %v): %v", ckBefore, ckAfter, err)
+	}
+	for _, n := range []string{busyNode, idleNode} {
+		if !ckAfter[n].first.Equal(ckBefore[n].first) || ckAfter[n].samples <= ckBefore[n].samples {
+			t.Errorf("node %s: checkpoint after the restart %+v, before %+v: want the same first sample and more samples", n, ckAfter[n], ckBefore[n])
+		}
+	}
+	comps.start(ctx, true, "vpa-updater")
+
+	// (d) Cleanup: a Node deleted (the busy node's machine goes away) loses its
+	// entry and its history at once; the VPA deleted takes its slices,
+	// checkpoint slices and checkpoints along.
+	start = time.Now()
+	if err := c.DownSecondNode(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		recs = sliceTargetsOf(t, ctx, dyn, ns.Name)
+		ck := checkpointSlices(t, ctx, dyn, ns.Name)
+		_, busyRec := recs[busyNode]
+		_, busyCk := ck[busyNode]
+		return !busyRec && !busyCk && recs[idleNode].target != nil && ck[idleNode].samples > 0, nil
+	}); err != nil {
+		t.Fatalf("the deleted node %s keeps its entry or its checkpoint, or the idle node lost its own (entries %v, checkpoints %v): %v",
+			busyNode, recs, checkpointSlices(t, ctx, dyn, ns.Name), err)
+	}
+	t.Logf("MEASURED node %s deleted: its entry and checkpoint gone after %s, node %s keeps both", busyNode, time.Since(start).Round(time.Second), idleNode)
+	start = time.Now()
+	if err := dyn.Resource(vpaResource).Namespace(ns.Name).Delete(ctx, "agent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]int{}
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, r := range []schema.GroupVersionResource{sliceResource, checkpointSliceResource, checkpointResource} {
+			list, err := dyn.Resource(r).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			left[r.Resource] = len(list.Items)
+		}
+		return left[sliceResource.Resource]+left[checkpointSliceResource.Resource]+left[checkpointResource.Resource] == 0, nil
+	}); err != nil {
+		t.Fatalf("after the VPA was deleted these are left: %v: %v", left, err)
+	}
+	t.Logf("MEASURED VPA deleted: its slices, checkpoint slices and checkpoints gone after %s", time.Since(start).Round(time.Second))
+
+	// (e) The gate off: the second node back, the three components restarted
+	// without the gate. Scope node is refused, a VPA without it gets no slices,
+	// and each node's new pod gets the DaemonSet-wide target, the idle one too.
+	start = time.Now()
+	if err := c.Up(ctx); err != nil {
+		t.Fatalf("second node up again: %v", err)
+	}
+	comps.stopAll()
+	comps.start(ctx, false)
+	podsUp := waitDaemonPods(t, ctx, cs, ns.Name, []string{busyNode, idleNode})
+	t.Logf("MEASURED node %s up again and the components restarted with the gate off: %s", busyNode, time.Since(start).Round(time.Second))
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent", true), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "DaemonSetNodeScope") {
+		t.Errorf("creating a VPA with scope node with the gate off: got %v, want the admission controller's refusal naming DaemonSetNodeScope", err)
+	}
+	start = time.Now()
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		wide = wideRecommendation(t, ctx, dyn, ns.Name)
+		return wide.target != nil && wide.cpu().MilliValue() >= 150, nil
+	}); err != nil {
+		t.Fatalf("no DaemonSet-wide cpu target of at least 150m (the busy pod's usage) with the gate off: %v: %v", wide, err)
+	}
+	t.Logf("MEASURED gate off: DaemonSet-wide recommendation %s after the VPA was created: %v", time.Since(start).Round(time.Second), wide)
+	for _, n := range []string{busyNode, idleNode} {
+		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, podsUp[n].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newPods := map[string]corev1.Pod{}
+	for _, n := range []string{busyNode, idleNode} {
+		newPods[n] = waitNewPod(t, ctx, cs, ns.Name, n, podsUp[n].UID)
+	}
+	wideNow := wideRecommendation(t, ctx, dyn, ns.Name)
+	for _, n := range []string{busyNode, idleNode} {
+		got := podCPURequest(newPods[n])
+		if got.Cmp(*wide.cpu()) != 0 && got.Cmp(*wideNow.cpu()) != 0 {
+			t.Errorf("gate off: node %s's new pod %s requests cpu %s, want the DaemonSet-wide target %s", n, newPods[n].Name, got.String(), wideNow.cpu().String())
+		}
+	}
+	t.Logf("MEASURED gate off, at admission: busy node pod cpu request %s, idle node pod cpu request %s",
+		podCPURequest(newPods[busyNode]).String(), podCPURequest(newPods[idleNode]).String())
+	// Two more recommender loops: still no slice of any kind.
+	time.Sleep(2*recommenderInterval + 5*time.Second)
+	for _, r := range []schema.GroupVersionResource{sliceResource, checkpointSliceResource} {
+		list, err := dyn.Resource(r).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			t.Errorf("gate off: %d %s in the namespace, want none", len(list.Items), r.Resource)
+		}
 	}
 }
 
@@ -403,25 +593,381 @@ func podCPU(t *testing.T, raw []byte) map[string]string {
 	return out
 }
 
-// sliceTargets reads the target of each node's container "agent" from the VPA's
-// slices: node -> resource -> quantity.
-func sliceTargets(t *testing.T, list *unstructured.UnstructuredList) map[string]map[string]string {
-	out := map[string]map[string]string{}
+// vpaDaemons are the VPA components in start order, named as their service
+// accounts in deploy/vpa-rbac.yaml.
+var vpaDaemons = []string{"vpa-recommender", "vpa-admission-controller", "vpa-updater"}
+
+// vpaComponents runs the VPA's three components as processes on this machine,
+// each with a token of its own service account of deploy/.
+type vpaComponents struct {
+	t           *testing.T
+	c           *Cluster
+	cs          kubernetes.Interface
+	bin, ns     string
+	kubeconfigs map[string]string // daemon -> kubeconfig of its service account
+	webhookPKI  *pki
+}
+
+// newVPAComponents applies deploy/vpa-rbac.yaml, writes a kubeconfig with a
+// service account token for each component, the webhook's serving certificate
+// (cluster CA, for the Service's DNS name the apiserver checks) and the webhook's
+// Service and EndpointSlice; it removes what it created when the test ends.
+func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernetes.Interface, cfg *rest.Config,
+	kubectl func(string, ...string) string, cleanup func(string, ...string), root, ns string) *vpaComponents {
+	v := &vpaComponents{t: t, c: c, cs: cs, ns: ns, bin: filepath.Join(root, "_output", "vpa", "bin"), kubeconfigs: map[string]string{}}
+	rbac := filepath.Join(root, "_output", "autoscaler", "vertical-pod-autoscaler", "deploy", "vpa-rbac.yaml")
+	hadRBAC := strings.TrimSpace(kubectl("", "get", "--ignore-not-found", "-o", "name", "clusterrole/system:vpa-actor")) != ""
+	kubectl("", "apply", "-f", rbac)
+	if !hadRBAC {
+		t.Cleanup(func() { cleanup("", "delete", "--ignore-not-found", "--wait=false", "-f", rbac) })
+	}
+	// The admission controller registers its webhook and renews its status
+	// Lease, which the updater reads; neither outlives the test.
+	t.Cleanup(func() {
+		cleanup("", "delete", "--ignore-not-found", "mutatingwebhookconfiguration/vpa-webhook-config")
+		cleanup("", "delete", "--ignore-not-found", "-n", vpaNamespace, "lease/vpa-admission-controller")
+	})
+
+	dir := c.path("vpa-e2e")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	expiry := int64(2 * 60 * 60)
+	for _, name := range vpaDaemons {
+		tok, err := cs.CoreV1().ServiceAccounts(vpaNamespace).CreateToken(ctx, name,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("token of service account %s/%s: %v", vpaNamespace, name, err)
+		}
+		kc := clientcmdapi.NewConfig()
+		kc.Clusters["kube-carry"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthority: cfg.CAFile}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+		kc.Contexts["kube-carry"] = &clientcmdapi.Context{Cluster: "kube-carry", AuthInfo: name}
+		kc.CurrentContext = "kube-carry"
+		v.kubeconfigs[name] = filepath.Join(dir, name+".kubeconfig")
+		if err := clientcmd.WriteToFile(*kc, v.kubeconfigs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v.webhookPKI = &pki{dir: dir}
+	ca := &pki{dir: c.path("pki")}
+	if err := ca.ensureCA(); err != nil {
+		t.Fatal(err)
+	}
+	v.webhookPKI.caCert, v.webhookPKI.caKey = ca.caCert, ca.caKey
+	svc := "vpa-webhook." + vpaNamespace + ".svc"
+	if err := v.webhookPKI.leaf("vpa-webhook", svc, nil, x509.ExtKeyUsageServerAuth, []string{svc, svc + ".cluster.local"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	route := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: vpa-webhook
+  namespace: %[1]s
+  labels: {app.kubernetes.io/managed-by: kube-carry-vpa-e2e}
+spec:
+  ports:
+  - {port: 443, targetPort: %[3]s, protocol: TCP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: vpa-webhook-host
+  namespace: %[1]s
+  labels:
+    kubernetes.io/service-name: vpa-webhook
+    endpointslice.kubernetes.io/managed-by: kube-carry-vpa-e2e
+addressType: IPv4
+endpoints:
+- addresses: [%[2]q]
+  conditions: {ready: true}
+ports:
+- {port: %[3]s, protocol: TCP}
+`, vpaNamespace, metricsServerHost, webhookPort)
+	kubectl(route, "apply", "-f", "-")
+	t.Cleanup(func() { cleanup(route, "delete", "--ignore-not-found", "-f", "-") })
+	return v
+}
+
+func (v *vpaComponents) daemon(name string, gate bool) daemon {
+	args := []string{"--kubeconfig=" + v.kubeconfigs[name], fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", gate),
+		"--vpa-object-namespace=" + v.ns, "--v=4"}
+	// As deploy/'s Deployments set it: the namespace of the status Lease.
+	env := []string{"NAMESPACE=" + vpaNamespace}
+	switch name {
+	case "vpa-recommender":
+		return daemon{name: name, port: recommenderAddr, env: env,
+			args: append([]string{filepath.Join(v.bin, "recommender")}, append(args,
+				"--recommender-interval="+recommenderInterval.String(),
+				"--node-scope-min-history="+e2eMinNodeHistory.String(),
+				// Checkpoints of a deleted VPA go in the next loop, not after 10 minutes.
+				"--checkpoints-gc-interval="+recommenderInterval.String(),
+				"--address="+recommenderAddr)...),
+			healthy: httpOK("http://" + recommenderAddr + "/metrics")}
+	case "vpa-admission-controller":
+		return daemon{name: name, port: admissionAddr, env: env,
+			args: append([]string{filepath.Join(v.bin, "admission-controller")}, append(args,
+				"--client-ca-file="+v.c.path("pki", "ca.crt"),
+				"--tls-cert-file="+v.webhookPKI.path("vpa-webhook.crt"), "--tls-private-key="+v.webhookPKI.path("vpa-webhook.key"),
+				"--port="+webhookPort, "--address="+admissionAddr)...),
+			healthy: httpOK("http://" + admissionAddr + "/metrics")}
+	default:
+		return daemon{name: name, port: updaterAddr, env: env,
+			args: append([]string{filepath.Join(v.bin, "updater")}, append(args,
+				"--updater-interval=10s", "--address="+updaterAddr)...),
+			healthy: httpOK("http://" + updaterAddr + "/metrics")}
+	}
+}
+
+// start starts the named components (all when none is named) with the gate on
+// or off; for the admission controller it waits until it has registered its
+// webhook anew.
+func (v *vpaComponents) start(ctx context.Context, gate bool, names ...string) {
+	v.t.Helper()
+	if len(names) == 0 {
+		names = vpaDaemons
+	}
+	for _, name := range names {
+		var old types.UID
+		hooks := v.cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
+		if name == "vpa-admission-controller" {
+			if w, err := hooks.Get(ctx, "vpa-webhook-config", metav1.GetOptions{}); err == nil {
+				old = w.UID
+			}
+		}
+		if err := v.c.start(ctx, v.daemon(name, gate)); err != nil {
+			v.t.Fatal(err)
+		}
+		if name != "vpa-admission-controller" {
+			continue
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			w, err := hooks.Get(ctx, "vpa-webhook-config", metav1.GetOptions{})
+			return err == nil && w.UID != old, nil
+		}); err != nil {
+			v.t.Fatalf("the admission controller registered no webhook: %v; its log %s:\n%s", err, v.c.logFile(name), tail(v.c.logFile(name), 30))
+		}
+	}
+}
+
+func (v *vpaComponents) stop(names ...string) {
+	for _, name := range names {
+		if err := v.c.stop(name, 10*time.Second); err != nil {
+			v.t.Error(err)
+		}
+	}
+}
+
+func (v *vpaComponents) stopAll() {
+	v.stop("vpa-updater", "vpa-admission-controller", "vpa-recommender")
+}
+
+// testVPA is the VPA of the DaemonSet agent, with scope node or without: it
+// applies its recommendations by eviction, to CPU requests only (the limits
+// keep the busy pod at 300m), at most 300m.
+func testVPA(name string, nodeScope bool) *unstructured.Unstructured {
+	spec := map[string]any{
+		"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
+		"updatePolicy": map[string]any{"updateMode": "Recreate"},
+		"resourcePolicy": map[string]any{"containerPolicies": []any{map[string]any{
+			"containerName":       "agent",
+			"controlledResources": []any{"cpu"},
+			"controlledValues":    "RequestsOnly",
+			"maxAllowed":          map[string]any{"cpu": "300m"},
+		}}},
+	}
+	if nodeScope {
+		spec["scope"] = "node"
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": vpaGroup + "/v1",
+		"kind":       "VerticalPodAutoscaler",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+}
+
+// nodeRec is the recommendation for the container agent: of one node, or the
+// VPA's DaemonSet-wide one.
+type nodeRec struct{ target, lower, upper map[string]string }
+
+func (r nodeRec) cpu() *resource.Quantity {
+	q, _ := resource.ParseQuantity(r.target["cpu"])
+	return &q
+}
+
+func (r nodeRec) String() string {
+	return fmt.Sprintf("target %v lowerBound %v upperBound %v", r.target, r.lower, r.upper)
+}
+
+func agentRec(ctrs []any) (nodeRec, bool) {
+	for _, ctr := range ctrs {
+		m, _ := ctr.(map[string]any)
+		if cn, _, _ := unstructured.NestedString(m, "containerName"); cn != "agent" {
+			continue
+		}
+		var r nodeRec
+		r.target, _, _ = unstructured.NestedStringMap(m, "target")
+		r.lower, _, _ = unstructured.NestedStringMap(m, "lowerBound")
+		r.upper, _, _ = unstructured.NestedStringMap(m, "upperBound")
+		return r, true
+	}
+	return nodeRec{}, false
+}
+
+// sliceTargetsOf reads each node's recommendation from the slices of the namespace.
+func sliceTargetsOf(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeRec {
+	t.Helper()
+	list, err := dyn.Resource(sliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]nodeRec{}
 	for _, item := range list.Items {
 		nodes, _, _ := unstructured.NestedSlice(item.Object, "nodes")
 		for _, n := range nodes {
 			entry, _ := n.(map[string]any)
 			name, _, _ := unstructured.NestedString(entry, "nodeName")
 			ctrs, _, _ := unstructured.NestedSlice(entry, "recommendation", "containerRecommendations")
+			if r, ok := agentRec(ctrs); ok {
+				out[name] = r
+			}
+		}
+	}
+	return out
+}
+
+// waitSliceTargets polls the slices until ok holds.
+func waitSliceTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, c *Cluster, ns string, timeout time.Duration, ok func(map[string]nodeRec) bool) map[string]nodeRec {
+	t.Helper()
+	var recs map[string]nodeRec
+	start := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		recs = sliceTargetsOf(t, ctx, dyn, ns)
+		return ok(recs), nil
+	}); err != nil {
+		t.Fatalf("no per-node recommendations as expected after %s (got %v); recommender log %s:\n%s",
+			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), tail(c.logFile("vpa-recommender"), 30))
+	}
+	return recs
+}
+
+// wideRecommendation is the VPA agent's status.recommendation for the container agent.
+func wideRecommendation(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) nodeRec {
+	t.Helper()
+	got, err := dyn.Resource(vpaResource).Namespace(ns).Get(ctx, "agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrs, _, _ := unstructured.NestedSlice(got.Object, "status", "recommendation", "containerRecommendations")
+	r, _ := agentRec(ctrs)
+	return r
+}
+
+// nodeCheckpoint is the history of the container agent on one node, from the
+// checkpoint slices.
+type nodeCheckpoint struct {
+	first, last time.Time
+	samples     int64
+}
+
+func checkpointSlices(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeCheckpoint {
+	t.Helper()
+	list, err := dyn.Resource(checkpointSliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]nodeCheckpoint{}
+	for _, item := range list.Items {
+		nodes, _, _ := unstructured.NestedSlice(item.Object, "nodes")
+		for _, n := range nodes {
+			entry, _ := n.(map[string]any)
+			name, _, _ := unstructured.NestedString(entry, "nodeName")
+			ctrs, _, _ := unstructured.NestedSlice(entry, "containers")
 			for _, ctr := range ctrs {
 				m, _ := ctr.(map[string]any)
 				if cn, _, _ := unstructured.NestedString(m, "containerName"); cn != "agent" {
 					continue
 				}
-				target, _, _ := unstructured.NestedStringMap(m, "target")
-				out[name] = target
+				var ck nodeCheckpoint
+				first, _, _ := unstructured.NestedString(m, "checkpoint", "firstSampleStart")
+				last, _, _ := unstructured.NestedString(m, "checkpoint", "lastSampleStart")
+				ck.first, _ = time.Parse(time.RFC3339, first)
+				ck.last, _ = time.Parse(time.RFC3339, last)
+				ck.samples, _, _ = unstructured.NestedInt64(m, "checkpoint", "totalSamplesCount")
+				out[name] = ck
 			}
 		}
 	}
 	return out
+}
+
+// daemonPods are the DaemonSet's pods that are not being deleted, by node.
+func daemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string) map[string]corev1.Pod {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+			out[p.Spec.NodeName] = p
+		}
+	}
+	return out
+}
+
+// waitNewPod waits for a Running pod on node other than the pod old.
+func waitNewPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, node string, old types.UID) corev1.Pod {
+	t.Helper()
+	var p corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var ok bool
+		p, ok = daemonPods(t, ctx, cs, ns)[node]
+		return ok && p.UID != old && p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("no new Running pod of the DaemonSet on %s: %v", node, err)
+	}
+	return p
+}
+
+// waitDaemonPods waits for a Running pod of the DaemonSet on each node.
+func waitDaemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, nodes []string) map[string]corev1.Pod {
+	t.Helper()
+	var pods map[string]corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods = daemonPods(t, ctx, cs, ns)
+		for _, n := range nodes {
+			if pods[n].Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the DaemonSet has no Running pod on each of %v (%d pods): %v", nodes, len(pods), err)
+	}
+	return pods
+}
+
+func podCPURequest(p corev1.Pod) *resource.Quantity {
+	return p.Spec.Containers[0].Resources.Requests.Cpu()
+}
+func podCPULimit(p corev1.Pod) *resource.Quantity { return p.Spec.Containers[0].Resources.Limits.Cpu() }
+
+// podEvents counts the events of a reason on a pod, waiting up to 30s for one.
+func podEvents(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, pod, reason string) int {
+	t.Helper()
+	n := 0
+	wait.PollUntilContextTimeout(ctx, 2*time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
+		if err != nil {
+			return false, err
+		}
+		n = len(list.Items)
+		return n > 0, nil
+	})
+	return n
 }
