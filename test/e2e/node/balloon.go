@@ -18,13 +18,18 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,8 +46,10 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/events"
 	"k8s.io/kubernetes/test/e2e/feature"
 	"k8s.io/kubernetes/test/e2e/framework"
+	e2emetrics "k8s.io/kubernetes/test/e2e/framework/metrics"
 	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
 	e2epod "k8s.io/kubernetes/test/e2e/framework/pod"
+	e2eskipper "k8s.io/kubernetes/test/e2e/framework/skipper"
 	e2etestfiles "k8s.io/kubernetes/test/e2e/framework/testfiles"
 	imageutils "k8s.io/kubernetes/test/utils/image"
 	admissionapi "k8s.io/pod-security-admission/api"
@@ -50,6 +57,9 @@ import (
 )
 
 const balloonResizeTimeout = 2 * time.Minute
+
+// balloonSizesConfigMap records each node's balloon size (cluster/addons/node-balloon).
+const balloonSizesConfigMap = "node-balloon-sizes"
 
 var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, framework.WithFeatureGate(features.BalloonPod), framework.WithSerial(), func() {
 	f := framework.NewDefaultFramework("balloon")
@@ -155,13 +165,14 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		return pod
 	}
 
-	// resizeBalloon asks for a new cpu request and returns the kubelet's verdict:
+	// resizeBalloonTo asks for new requests and returns the kubelet's verdict:
 	// nil once the resize is actuated, else the PodResizePending condition.
-	resizeBalloon := func(ctx context.Context, balloon *v1.Pod, cpuMilli int64) *v1.PodCondition {
+	resizeBalloonTo := func(ctx context.Context, balloon *v1.Pod, requests v1.ResourceList) *v1.PodCondition {
 		pod, err := f.ClientSet.CoreV1().Pods(balloon.Namespace).Get(ctx, balloon.Name, metav1.GetOptions{})
 		framework.ExpectNoError(err)
-		want := *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
-		pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = want
+		for name, q := range requests {
+			pod.Spec.Containers[0].Resources.Requests[name] = q
+		}
 		pod, err = f.ClientSet.CoreV1().Pods(pod.Namespace).UpdateResize(ctx, pod.Name, pod, metav1.UpdateOptions{})
 		framework.ExpectNoError(err)
 		generation := pod.Generation
@@ -183,14 +194,22 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 					return fmt.Errorf("resize %s", c.Type)
 				}
 			}
-			if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].Resources == nil ||
-				!pod.Status.ContainerStatuses[0].Resources.Requests.Cpu().Equal(want) {
-				return fmt.Errorf("cpu request not actuated yet: %v", pod.Status.ContainerStatuses)
+			if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].Resources == nil {
+				return fmt.Errorf("no container resources reported yet: %v", pod.Status.ContainerStatuses)
+			}
+			for name, want := range requests {
+				if got := pod.Status.ContainerStatuses[0].Resources.Requests[name]; !got.Equal(want) {
+					return fmt.Errorf("%s request not actuated yet: %s, want %s", name, got.String(), want.String())
+				}
 			}
 			pending = nil
 			return nil
 		}).WithTimeout(balloonResizeTimeout).WithPolling(time.Second).Should(gomega.Succeed())
 		return pending
+	}
+
+	resizeBalloon := func(ctx context.Context, balloon *v1.Pod, cpuMilli int64) *v1.PodCondition {
+		return resizeBalloonTo(ctx, balloon, v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)})
 	}
 
 	runningPodsOnNode := func(ctx context.Context) map[types.UID]string {
@@ -338,5 +357,319 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		gomega.Expect(balloon.Spec.PreemptionPolicy).To(gomega.Equal(ptr.To(v1.PreemptNever)))
 		gomega.Expect(resizeBalloon(ctx, balloon, 50)).To(gomega.BeNil(), "the addon's balloon must be resizable in place")
 		gomega.Expect(resizeBalloon(ctx, balloon, 1)).To(gomega.BeNil())
+	})
+
+	// heldByBalloons sums what the kubelet has allocated to the node's running balloons.
+	heldByBalloons := func(ctx context.Context) v1.ResourceList {
+		pods, err := f.ClientSet.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+			LabelSelector: v1.LabelBalloonPod + "=true",
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String(),
+		})
+		framework.ExpectNoError(err)
+		held := v1.ResourceList{v1.ResourceCPU: resource.MustParse("0"), v1.ResourceMemory: resource.MustParse("0")}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if pod.Spec.PriorityClassName != scheduling.SystemNodeBalloon || pod.Status.Phase != v1.PodRunning {
+				continue
+			}
+			requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+			for name, q := range held {
+				q.Add(requests[name])
+				held[name] = q
+			}
+		}
+		return held
+	}
+
+	// expectBalloonMetrics waits until the kubelet's /metrics report what the
+	// API says the node's balloons hold, and the effective allocatable that follows.
+	expectBalloonMetrics := func(ctx context.Context) {
+		gomega.Eventually(ctx, func(ctx context.Context) error {
+			held := heldByBalloons(ctx)
+			ms, err := e2emetrics.GetKubeletMetrics(ctx, f.ClientSet, node.Name)
+			if err != nil {
+				return err
+			}
+			for _, r := range []struct {
+				name v1.ResourceName
+				unit string
+			}{{v1.ResourceCPU, "core"}, {v1.ResourceMemory, "byte"}} {
+				effective, balloons := node.Status.Allocatable[r.name], held[r.name]
+				effective.Sub(balloons)
+				for metric, want := range map[string]float64{
+					"balloon_resource_requests":  balloons.AsApproximateFloat64(),
+					"node_effective_allocatable": effective.AsApproximateFloat64(),
+				} {
+					var found bool
+					for _, sample := range ms[metric] {
+						if string(sample.Metric["resource"]) != string(r.name) || string(sample.Metric["unit"]) != r.unit {
+							continue
+						}
+						found = true
+						if float64(sample.Value) != want {
+							return fmt.Errorf("kubelet_%s{resource=%q} = %v, want %v", metric, r.name, sample.Value, want)
+						}
+					}
+					if !found {
+						return fmt.Errorf("kubelet_%s{resource=%q,unit=%q} is not reported", metric, r.name, r.unit)
+					}
+				}
+			}
+			return nil
+		}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(gomega.Succeed())
+	}
+
+	ginkgo.It("reports what balloons hold and the node's effective size in the kubelet's metrics, through cpu and memory resizes", func(ctx context.Context) {
+		balloon := createBalloon(ctx, 1, true)
+		framework.ExpectNoError(e2epod.WaitForPodNameRunningInNamespace(ctx, f.ClientSet, balloon.Name, balloon.Namespace))
+		expectBalloonMetrics(ctx)
+		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 200), "the node needs some free cpu")
+
+		ginkgo.By("growing the balloon's cpu and memory")
+		gomega.Expect(resizeBalloonTo(ctx, balloon, v1.ResourceList{v1.ResourceCPU: resource.MustParse("150m"), v1.ResourceMemory: resource.MustParse("64Mi")})).To(gomega.BeNil(), "the upsize fits and must be actuated")
+		expectBalloonMetrics(ctx)
+
+		ginkgo.By("shrinking the balloon's memory")
+		gomega.Expect(resizeBalloonTo(ctx, balloon, v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")})).To(gomega.BeNil(), "the downsize must be actuated")
+		expectBalloonMetrics(ctx)
+	})
+
+	// balloonPlugin returns the kubectl balloon plugin next to the kubectl that
+	// the suite runs, or skips the test.
+	balloonPlugin := func() string {
+		plugin := filepath.Join(filepath.Dir(framework.TestContext.KubectlPath), "kubectl-balloon")
+		if _, err := os.Stat(plugin); err != nil {
+			e2eskipper.Skipf("the kubectl balloon plugin is not next to kubectl (--kubectl-path): %v", err)
+		}
+		return plugin
+	}
+
+	// runPlugin runs the plugin binary itself: kubectl runs plugins only when no
+	// flag precedes their name, and the suite's kubectl passes --kubeconfig first.
+	runPlugin := func(ctx context.Context, plugin string, args ...string) string {
+		cmd := exec.CommandContext(ctx, plugin, append([]string{"--kubeconfig=" + framework.TestContext.KubeConfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		framework.Logf("kubectl balloon %s:\n%s", strings.Join(args, " "), out)
+		framework.ExpectNoError(err, "kubectl balloon %s", strings.Join(args, " "))
+		return string(out)
+	}
+
+	// recordSize makes sure the ConfigMap of recorded sizes exists and, at the
+	// end, restores what it said about the node (or deletes it, if created here).
+	recordSize := func(ctx context.Context, size string) {
+		configMaps := f.ClientSet.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+		cm, err := configMaps.Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm, err = configMaps.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: balloonSizesConfigMap}}, metav1.CreateOptions{})
+			framework.ExpectNoError(err)
+			ginkgo.DeferCleanup(framework.IgnoreNotFound(configMaps.Delete), balloonSizesConfigMap, metav1.DeleteOptions{})
+		} else {
+			framework.ExpectNoError(err)
+			previous, had := cm.Data[node.Name]
+			ginkgo.DeferCleanup(func(ctx context.Context) {
+				value := "null"
+				if had {
+					value = fmt.Sprintf("%q", previous)
+				}
+				_, err := configMaps.Patch(ctx, balloonSizesConfigMap, types.MergePatchType, []byte(fmt.Sprintf(`{"data":{%q:%s}}`, node.Name, value)), metav1.PatchOptions{})
+				framework.ExpectNoError(err)
+			})
+		}
+		if size != "" {
+			_, err = configMaps.Patch(ctx, balloonSizesConfigMap, types.MergePatchType, []byte(fmt.Sprintf(`{"data":{%q:%q}}`, node.Name, size)), metav1.PatchOptions{})
+			framework.ExpectNoError(err)
+		}
+	}
+
+	ginkgo.It("is resized by the kubectl balloon plugin, which records the size and reports it", func(ctx context.Context) {
+		plugin := balloonPlugin()
+		recordSize(ctx, "")
+		balloon := createBalloon(ctx, 1, true)
+		framework.ExpectNoError(e2epod.WaitForPodNameRunningInNamespace(ctx, f.ClientSet, balloon.Name, balloon.Namespace))
+		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 200), "the node needs some free cpu")
+
+		// The effective size that leaves the balloon, the node's only one, 120m and 48Mi.
+		cpu, memory := node.Status.Allocatable.Cpu().DeepCopy(), node.Status.Allocatable.Memory().DeepCopy()
+		cpu.Sub(resource.MustParse("120m"))
+		memory.Sub(resource.MustParse("48Mi"))
+		out := runPlugin(ctx, plugin, "set-size", node.Name, "--cpu", cpu.String(), "--memory", memory.String(), "--timeout", "2m")
+		gomega.Expect(out).To(gomega.ContainSubstring("requests cpu=1m,memory=1Mi -> cpu=120m,memory=48Mi"))
+		gomega.Expect(out).To(gomega.ContainSubstring("node " + node.Name + ": effective size is now"))
+
+		pod, err := f.ClientSet.CoreV1().Pods(balloon.Namespace).Get(ctx, balloon.Name, metav1.GetOptions{})
+		framework.ExpectNoError(err)
+		actual := pod.Status.ContainerStatuses[0].Resources.Requests
+		gomega.Expect(actual.Cpu().String()).To(gomega.Equal("120m"))
+		gomega.Expect(actual.Memory().String()).To(gomega.Equal("48Mi"))
+		cm, err := f.ClientSet.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
+		framework.ExpectNoError(err)
+		gomega.Expect(cm.Data).To(gomega.HaveKeyWithValue(node.Name, "cpu=120m,memory=48Mi"))
+
+		ginkgo.By("reading the node's status as JSON")
+		var status struct {
+			Items []struct {
+				Node     string          `json:"node"`
+				Balloon  v1.ResourceList `json:"balloon"`
+				Balloons []struct {
+					Name  string `json:"name"`
+					State string `json:"state"`
+				} `json:"balloons"`
+			} `json:"items"`
+		}
+		cmd := exec.CommandContext(ctx, plugin, "--kubeconfig="+framework.TestContext.KubeConfig, "status", node.Name, "-o", "json")
+		data, err := cmd.Output()
+		framework.ExpectNoError(err)
+		framework.ExpectNoError(json.Unmarshal(data, &status), "status -o json: %s", data)
+		gomega.Expect(status.Items).To(gomega.HaveLen(1))
+		nowHeld := heldByBalloons(ctx)
+		gomega.Expect(status.Items[0].Balloon.Cpu().Equal(*nowHeld.Cpu())).To(gomega.BeTrueBecause("status must report what the balloons hold: %s", data))
+		gomega.Expect(status.Items[0].Balloons).To(gomega.ContainElement(gomega.And(
+			gomega.HaveField("Name", balloon.Name), gomega.HaveField("State", "Running"))))
+	})
+
+	ginkgo.It("creates a recreated balloon at its node's recorded size, and releases a deleted one only after closing the node", func(ctx context.Context) {
+		plugin := balloonPlugin()
+		recordSize(ctx, "cpu=120m,memory=40Mi")
+		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 300), "the node needs some free cpu")
+
+		ginkgo.By("applying the addon's size policy")
+		manifest, err := e2etestfiles.Read("cluster/addons/node-balloon/balloon-size-policy.yaml")
+		framework.ExpectNoError(err)
+		decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(manifest)), 4096)
+		policy, binding := &admissionregistrationv1.MutatingAdmissionPolicy{}, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+		framework.ExpectNoError(decoder.Decode(policy))
+		framework.ExpectNoError(decoder.Decode(binding))
+		policies := f.ClientSet.AdmissionregistrationV1().MutatingAdmissionPolicies()
+		bindings := f.ClientSet.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+		if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err == nil {
+			ginkgo.DeferCleanup(framework.IgnoreNotFound(policies.Delete), policy.Name, metav1.DeleteOptions{})
+		} else if !apierrors.IsAlreadyExists(err) {
+			framework.Failf("creating the size policy: %v", err)
+		}
+		if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err == nil {
+			ginkgo.DeferCleanup(framework.IgnoreNotFound(bindings.Delete), binding.Name, metav1.DeleteOptions{})
+		} else if !apierrors.IsAlreadyExists(err) {
+			framework.Failf("creating the size policy's binding: %v", err)
+		}
+
+		ginkgo.By("running the addon's DaemonSet")
+		manifest, err = e2etestfiles.Read("cluster/addons/node-balloon/balloon-daemonset.yaml")
+		framework.ExpectNoError(err)
+		ds := &appsv1.DaemonSet{}
+		framework.ExpectNoError(utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(manifest)), 4096).Decode(ds))
+		ds.Name = "e2e-" + ds.Name + "-" + string(uuid.NewUUID())[:8]
+		ds.Spec.Selector.MatchLabels["e2e-daemonset"] = ds.Name
+		ds.Spec.Template.Labels["e2e-daemonset"] = ds.Name
+		ds.Spec.Template.Spec.Containers[0].Image = imageutils.GetPauseImageName()
+		// Only this test's node: elsewhere the policy would size other nodes' balloons.
+		ds.Spec.Template.Spec.NodeSelector = map[string]string{v1.LabelHostname: node.Labels[v1.LabelHostname]}
+		daemonSets := f.ClientSet.AppsV1().DaemonSets(ds.Namespace)
+		pods := f.ClientSet.CoreV1().Pods(ds.Namespace)
+		ds, err = daemonSets.Create(ctx, ds, metav1.CreateOptions{})
+		framework.ExpectNoError(err)
+		selector := "e2e-daemonset=" + ds.Name
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			// The policy goes first (cleanups run last in, first out), so no
+			// new balloon gets the finalizer; then the DaemonSet's go.
+			framework.ExpectNoError(daemonSets.Delete(ctx, ds.Name, metav1.DeleteOptions{}))
+			gomega.Eventually(ctx, func(ctx context.Context) ([]v1.Pod, error) {
+				list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+				if err != nil {
+					return nil, err
+				}
+				for _, pod := range list.Items {
+					if len(pod.Finalizers) > 0 {
+						if _, err := pods.Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+							return nil, err
+						}
+					}
+				}
+				return list.Items, nil
+			}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(gomega.BeEmpty())
+			untaint := []byte(`{"spec":{"taints":null}}`)
+			current, err := f.ClientSet.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			framework.ExpectNoError(err)
+			var kept []v1.Taint
+			for _, t := range current.Spec.Taints {
+				if t.Key != v1.TaintNodeBalloonPending {
+					kept = append(kept, t)
+				}
+			}
+			if len(kept) != len(current.Spec.Taints) {
+				if len(kept) > 0 {
+					untaint, err = json.Marshal(map[string]any{"spec": map[string]any{"taints": kept}})
+					framework.ExpectNoError(err)
+				}
+				_, err = f.ClientSet.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, untaint, metav1.PatchOptions{})
+				framework.ExpectNoError(err)
+			}
+		})
+
+		// runningBalloon waits for the DaemonSet's balloon on the node other
+		// than old, running at the recorded size.
+		runningBalloon := func(ctx context.Context, old types.UID) *v1.Pod {
+			var balloon *v1.Pod
+			gomega.Eventually(ctx, func(ctx context.Context) error {
+				list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+				if err != nil {
+					return err
+				}
+				for i := range list.Items {
+					pod := &list.Items[i]
+					if pod.UID == old || pod.DeletionTimestamp != nil {
+						continue
+					}
+					if pod.Status.Phase != v1.PodRunning {
+						return fmt.Errorf("balloon %s is %s", pod.Name, pod.Status.Phase)
+					}
+					balloon = pod
+					return nil
+				}
+				return fmt.Errorf("no new balloon yet among %d pods", len(list.Items))
+			}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(gomega.Succeed())
+			return balloon
+		}
+		expectRecordedSize := func(pod *v1.Pod) {
+			gomega.Expect(pod.Finalizers).To(gomega.ContainElement("kubernetes.io/balloon-protection"))
+			for _, requests := range []v1.ResourceList{pod.Spec.Containers[0].Resources.Requests, pod.Status.ContainerStatuses[0].Resources.Requests} {
+				gomega.Expect(requests.Cpu().String()).To(gomega.Equal("120m"))
+				gomega.Expect(requests.Memory().String()).To(gomega.Equal("40Mi"))
+			}
+		}
+
+		first := runningBalloon(ctx, "")
+		expectRecordedSize(first)
+		out := runPlugin(ctx, plugin, "reconcile")
+		gomega.Expect(out).NotTo(gomega.ContainSubstring("resizing balloon"), "a balloon created at its size needs no resize")
+
+		ginkgo.By("deleting the balloon: it stays until reconcile has closed the node")
+		framework.ExpectNoError(pods.Delete(ctx, first.Name, metav1.DeleteOptions{}))
+		gomega.Consistently(ctx, func(ctx context.Context) error {
+			_, err := pods.Get(ctx, first.Name, metav1.GetOptions{})
+			return err
+		}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(gomega.Succeed(), "the finalizer must keep the deleted balloon")
+		out = runPlugin(ctx, plugin, "reconcile")
+		tainted := strings.Index(out, "node "+node.Name+": tainted "+v1.TaintNodeBalloonPending)
+		released := strings.Index(out, "node "+node.Name+": released deleted balloon "+first.Namespace+"/"+first.Name)
+		gomega.Expect(tainted).To(gomega.BeNumerically(">=", 0), "reconcile must taint the node")
+		gomega.Expect(released).To(gomega.BeNumerically(">", tainted), "reconcile must release the balloon after tainting the node")
+		framework.ExpectNoError(e2epod.WaitForPodNotFoundInNamespace(ctx, f.ClientSet, first.Name, first.Namespace, time.Minute))
+
+		ginkgo.By("the successor starts at the recorded size and reopens the node")
+		expectRecordedSize(runningBalloon(ctx, first.UID))
+		gomega.Eventually(ctx, func(ctx context.Context) ([]v1.Taint, error) {
+			runPlugin(ctx, plugin, "reconcile")
+			current, err := f.ClientSet.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			var pending []v1.Taint
+			for _, t := range current.Spec.Taints {
+				if t.Key == v1.TaintNodeBalloonPending {
+					pending = append(pending, t)
+				}
+			}
+			return pending, nil
+		}).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(gomega.BeEmpty(), "the node must reopen once the successor holds its size")
 	})
 })
