@@ -349,8 +349,7 @@ spec:
 	comps.start(ctx, true)
 	t.Logf("MEASURED recommender, admission controller and updater serving (gate on): %s", time.Since(start).Round(time.Second))
 
-	// The VPA: scope node, recommendations applied by eviction. Only CPU requests
-	// are controlled (the limits keep the busy pod at 300m), up to 300m.
+	// The VPA: scope node, recommendations applied in place or by eviction.
 	vpa := testVPA("agent", true)
 	start = time.Now()
 	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, vpa, metav1.CreateOptions{}); err != nil {
@@ -377,51 +376,63 @@ spec:
 		t.FailNow()
 	}
 
-	// (b) The updater evicts the busy node's pod, whose 30m request is below its
-	// node's lower bound, and leaves the idle node's pod alone: both request the
-	// same, so with one DaemonSet-wide range it would evict both or neither.
+	// (b) The updater resizes the busy node's pod in place (InPlaceOrRecreate):
+	// its 30m request is below its node's lower bound. It leaves the idle node's
+	// pod alone: both request the same, so with one DaemonSet-wide range it
+	// would resize both or neither.
 	before := daemonPods(t, ctx, cs, ns.Name)
 	start = time.Now()
-	var after map[string]corev1.Pod
+	var resized corev1.Pod
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		after = daemonPods(t, ctx, cs, ns.Name)
-		p, ok := after[busyNode]
-		return ok && p.UID != before[busyNode].UID && p.Status.Phase == corev1.PodRunning, nil
+		resized = daemonPods(t, ctx, cs, ns.Name)[busyNode]
+		if resized.UID != before[busyNode].UID {
+			return true, nil
+		}
+		applied := actuatedCPU(resized)
+		return podCPURequest(resized).Cmp(*podCPURequest(before[busyNode])) != 0 && applied != nil && applied.Cmp(*podCPURequest(resized)) == 0, nil
 	}); err != nil {
-		t.Fatalf("the updater did not replace the busy node's pod %s (request %s, its node's recommendation %v): %v; updater log %s:\n%s",
+		t.Fatalf("the updater did not resize the busy node's pod %s (request %s, its node's recommendation %v): %v; updater log %s:\n%s",
 			before[busyNode].Name, podCPURequest(before[busyNode]).String(), recs[busyNode], err, c.logFile("vpa-updater"), tail(c.logFile("vpa-updater"), 30))
 	}
-	t.Logf("MEASURED the updater evicted %s (busy node) %s after the per-node recommendations", before[busyNode].Name, time.Since(start).Round(time.Second))
-	if evicted := podEvents(t, ctx, cs, ns.Name, before[busyNode].Name, "EvictedByVPA"); evicted == 0 {
-		t.Errorf("no EvictedByVPA event for %s", before[busyNode].Name)
+	if resized.UID != before[busyNode].UID {
+		t.Fatalf("the updater replaced the busy node's pod %s by %s instead of resizing it in place; updater log %s:\n%s",
+			before[busyNode].Name, resized.Name, c.logFile("vpa-updater"), tail(c.logFile("vpa-updater"), 30))
 	}
-	if p := after[idleNode]; p.UID != before[idleNode].UID {
-		t.Errorf("the idle node's pod %s was replaced (by %s), its 30m request is within its node's bounds %v", before[idleNode].Name, p.Name, recs[idleNode])
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	t.Logf("MEASURED the updater resized %s (busy node) in place %s after the per-node recommendations: cpu request %s, actuated %s (node target %s)",
+		resized.Name, time.Since(start).Round(time.Second), podCPURequest(resized).String(), actuatedCPU(resized).String(), recs[busyNode].cpu().String())
+	if got, want := podCPURequest(resized), recs[busyNode].cpu(); got.Cmp(*want) != 0 {
+		t.Errorf("the busy node's pod %s was resized to cpu %s, want its node's target %s", resized.Name, got.String(), want.String())
+	}
+	if got := podCPULimit(resized); got.MilliValue() != 300 {
+		t.Errorf("the busy node's pod %s has cpu limit %s, want 300m (RequestsOnly)", resized.Name, got.String())
+	}
+	if p := daemonPods(t, ctx, cs, ns.Name)[idleNode]; p.UID != before[idleNode].UID || podCPURequest(p).Cmp(*podCPURequest(before[idleNode])) != 0 {
+		t.Errorf("the idle node's pod %s was changed (now %s, cpu request %s); its 30m request is within its node's bounds %v", before[idleNode].Name, p.Name, podCPURequest(p).String(), recs[idleNode])
 	}
 
-	// (a) At admission each node's pod gets its node's target: the busy node's
-	// new pod now, the idle node's when its pod is deleted.
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
-	if got, want := podCPURequest(after[busyNode]), recs[busyNode].cpu(); got.Cmp(*want) != 0 {
-		t.Errorf("the busy node's new pod %s requests cpu %s, want its node's target %s", after[busyNode].Name, got.String(), want.String())
+	// (a) At admission each node's new pod gets its node's target.
+	for _, n := range []string{busyNode, idleNode} {
+		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, before[n].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := podCPULimit(after[busyNode]); got.MilliValue() != 300 {
-		t.Errorf("the busy node's new pod %s has cpu limit %s, want 300m (RequestsOnly)", after[busyNode].Name, got.String())
+	admitted := map[string]corev1.Pod{}
+	for _, n := range []string{busyNode, idleNode} {
+		admitted[n] = waitNewPod(t, ctx, cs, ns.Name, n, before[n].UID)
 	}
-	if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, after[idleNode].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	idlePod := waitNewPod(t, ctx, cs, ns.Name, idleNode, after[idleNode].UID)
 	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	wide = wideRecommendation(t, ctx, dyn, ns.Name)
-	if got, want := podCPURequest(idlePod), recs[idleNode].cpu(); got.Cmp(*want) != 0 {
-		t.Errorf("the idle node's new pod %s requests cpu %s, want its node's target %s", idlePod.Name, got.String(), want.String())
+	for _, n := range []string{busyNode, idleNode} {
+		if got, want := podCPURequest(admitted[n]), recs[n].cpu(); got.Cmp(*want) != 0 {
+			t.Errorf("node %s's new pod %s requests cpu %s, want its node's target %s", n, admitted[n].Name, got.String(), want.String())
+		}
 	}
-	if got, w := podCPURequest(idlePod), wide.cpu(); got.Cmp(*w) >= 0 {
-		t.Errorf("the idle node's new pod %s requests cpu %s, not below the DaemonSet-wide target %s", idlePod.Name, got.String(), w.String())
+	if got, w := podCPURequest(admitted[idleNode]), wide.cpu(); got.Cmp(*w) >= 0 {
+		t.Errorf("the idle node's new pod %s requests cpu %s, not below the DaemonSet-wide target %s", admitted[idleNode].Name, got.String(), w.String())
 	}
 	t.Logf("MEASURED at admission: busy node %s pod %s cpu request %s, idle node %s pod %s cpu request %s; DaemonSet-wide target %s",
-		busyNode, after[busyNode].Name, podCPURequest(after[busyNode]).String(), idleNode, idlePod.Name, podCPURequest(idlePod).String(), wide.cpu().String())
+		busyNode, admitted[busyNode].Name, podCPURequest(admitted[busyNode]).String(), idleNode, admitted[idleNode].Name, podCPURequest(admitted[idleNode]).String(), wide.cpu().String())
 
 	// (c) A restart keeps per-node history: with the recommendation slices
 	// deleted, the restarted recommender writes both nodes' entries again before
@@ -515,31 +526,34 @@ spec:
 	}
 	t.Logf("MEASURED VPA deleted: its slices, checkpoint slices and checkpoints gone after %s", time.Since(start).Round(time.Second))
 
-	// (e) The gate off: the second node back, the three components restarted
-	// without the gate. Scope node is refused, a VPA without it gets no slices,
-	// and each node's new pod gets the DaemonSet-wide target, the idle one too.
+	// (e) The gate off: the second node back, a VPA with scope node (created
+	// while no admission controller runs, as one written while the gate was on)
+	// and the three components restarted without the gate. They handle it as
+	// upstream handles any VPA: each node's new pod gets the DaemonSet-wide
+	// target, the idle one too, and there are no slices and no per-node
+	// history. A new VPA with scope node is refused.
 	start = time.Now()
+	comps.stopAll()
 	if err := c.Up(ctx); err != nil {
 		t.Fatalf("second node up again: %v", err)
 	}
-	comps.stopAll()
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	comps.start(ctx, false)
 	podsUp := waitDaemonPods(t, ctx, cs, ns.Name, []string{busyNode, idleNode})
 	t.Logf("MEASURED node %s up again and the components restarted with the gate off: %s", busyNode, time.Since(start).Round(time.Second))
-	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent", true), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "DaemonSetNodeScope") {
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent-new", true), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "DaemonSetNodeScope") {
 		t.Errorf("creating a VPA with scope node with the gate off: got %v, want the admission controller's refusal naming DaemonSetNodeScope", err)
 	}
 	start = time.Now()
-	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, testVPA("agent", false), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		wide = wideRecommendation(t, ctx, dyn, ns.Name)
 		return wide.target != nil && wide.cpu().MilliValue() >= 150, nil
 	}); err != nil {
 		t.Fatalf("no DaemonSet-wide cpu target of at least 150m (the busy pod's usage) with the gate off: %v: %v", wide, err)
 	}
-	t.Logf("MEASURED gate off: DaemonSet-wide recommendation %s after the VPA was created: %v", time.Since(start).Round(time.Second), wide)
+	t.Logf("MEASURED gate off: DaemonSet-wide recommendation %s after the components started: %v", time.Since(start).Round(time.Second), wide)
 	for _, n := range []string{busyNode, idleNode} {
 		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, podsUp[n].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -558,8 +572,10 @@ spec:
 	}
 	t.Logf("MEASURED gate off, at admission: busy node pod cpu request %s, idle node pod cpu request %s",
 		podCPURequest(newPods[busyNode]).String(), podCPURequest(newPods[idleNode]).String())
-	// Two more recommender loops: still no slice of any kind.
-	time.Sleep(2*recommenderInterval + 5*time.Second)
+	// A recommender loop later: with the gate on it would have written both
+	// nodes' per-node history by now (from its first loop) and their
+	// entries soon.
+	time.Sleep(recommenderInterval + 5*time.Second)
 	for _, r := range []schema.GroupVersionResource{sliceResource, checkpointSliceResource} {
 		list, err := dyn.Resource(r).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -765,12 +781,12 @@ func (v *vpaComponents) stopAll() {
 }
 
 // testVPA is the VPA of the DaemonSet agent, with scope node or without: it
-// applies its recommendations by eviction, to CPU requests only (the limits
-// keep the busy pod at 300m), at most 300m.
+// applies its recommendations in place or by eviction, to CPU requests only
+// (the limits keep the busy pod at 300m), at most 300m.
 func testVPA(name string, nodeScope bool) *unstructured.Unstructured {
 	spec := map[string]any{
 		"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
-		"updatePolicy": map[string]any{"updateMode": "Recreate"},
+		"updatePolicy": map[string]any{"updateMode": "InPlaceOrRecreate"},
 		"resourcePolicy": map[string]any{"containerPolicies": []any{map[string]any{
 			"containerName":       "agent",
 			"controlledResources": []any{"cpu"},
@@ -955,19 +971,13 @@ func waitDaemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 func podCPURequest(p corev1.Pod) *resource.Quantity {
 	return p.Spec.Containers[0].Resources.Requests.Cpu()
 }
-func podCPULimit(p corev1.Pod) *resource.Quantity { return p.Spec.Containers[0].Resources.Limits.Cpu() }
 
-// podEvents counts the events of a reason on a pod, waiting up to 30s for one.
-func podEvents(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, pod, reason string) int {
-	t.Helper()
-	n := 0
-	wait.PollUntilContextTimeout(ctx, 2*time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
-		if err != nil {
-			return false, err
-		}
-		n = len(list.Items)
-		return n > 0, nil
-	})
-	return n
+// actuatedCPU is the CPU request the kubelet reports as applied, nil before it does.
+func actuatedCPU(p corev1.Pod) *resource.Quantity {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil {
+		return nil
+	}
+	return p.Status.ContainerStatuses[0].Resources.Requests.Cpu()
 }
+
+func podCPULimit(p corev1.Pod) *resource.Quantity { return p.Spec.Containers[0].Resources.Limits.Cpu() }
