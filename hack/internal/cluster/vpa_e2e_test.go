@@ -554,6 +554,7 @@ spec:
 		t.Fatalf("no DaemonSet-wide cpu target of at least 150m (the busy pod's usage) with the gate off: %v: %v", wide, err)
 	}
 	t.Logf("MEASURED gate off: DaemonSet-wide recommendation %s after the components started: %v", time.Since(start).Round(time.Second), wide)
+	wideAt := time.Now()
 	for _, n := range []string{busyNode, idleNode} {
 		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, podsUp[n].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -572,10 +573,10 @@ spec:
 	}
 	t.Logf("MEASURED gate off, at admission: busy node pod cpu request %s, idle node pod cpu request %s",
 		podCPURequest(newPods[busyNode]).String(), podCPURequest(newPods[idleNode]).String())
-	// A recommender loop later: with the gate on it would have written both
-	// nodes' per-node history by now (from its first loop) and their
-	// entries soon.
-	time.Sleep(recommenderInterval + 5*time.Second)
+	// A recommender loop after the one that wrote the recommendation: with the
+	// gate on it would have written both nodes' per-node history by now (in
+	// its first loop with the VPA).
+	time.Sleep(time.Until(wideAt.Add(recommenderInterval + 5*time.Second)))
 	for _, r := range []schema.GroupVersionResource{sliceResource, checkpointSliceResource} {
 		list, err := dyn.Resource(r).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -622,6 +623,7 @@ type vpaComponents struct {
 	bin, ns     string
 	kubeconfigs map[string]string // daemon -> kubeconfig of its service account
 	webhookPKI  *pki
+	logStart    map[string]int64 // daemon -> size of its log before the test
 }
 
 // newVPAComponents applies deploy/vpa-rbac.yaml, writes a kubeconfig with a
@@ -630,7 +632,18 @@ type vpaComponents struct {
 // Service and EndpointSlice; it removes what it created when the test ends.
 func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernetes.Interface, cfg *rest.Config,
 	kubectl func(string, ...string) string, cleanup func(string, ...string), root, ns string) *vpaComponents {
-	v := &vpaComponents{t: t, c: c, cs: cs, ns: ns, bin: filepath.Join(root, "_output", "vpa", "bin"), kubeconfigs: map[string]string{}}
+	v := &vpaComponents{t: t, c: c, cs: cs, ns: ns, bin: filepath.Join(root, "_output", "vpa", "bin"), kubeconfigs: map[string]string{}, logStart: map[string]int64{}}
+	for _, name := range vpaDaemons {
+		if fi, err := os.Stat(c.logFile(name)); err == nil {
+			v.logStart[name] = fi.Size()
+		}
+	}
+	// Registered first, so it runs after the components stopped.
+	t.Cleanup(func() {
+		if lines := v.denied(); len(lines) > 0 {
+			t.Errorf("the API server refused requests of the components (deploy/'s RBAC lacks them):\n%s", strings.Join(lines, "\n"))
+		}
+	})
 	rbac := filepath.Join(root, "_output", "autoscaler", "vertical-pod-autoscaler", "deploy", "vpa-rbac.yaml")
 	hadRBAC := strings.TrimSpace(kubectl("", "get", "--ignore-not-found", "-o", "name", "clusterrole/system:vpa-actor")) != ""
 	kubectl("", "apply", "-f", rbac)
@@ -664,6 +677,22 @@ func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernet
 		v.kubeconfigs[name] = filepath.Join(dir, name+".kubeconfig")
 		if err := clientcmd.WriteToFile(*kc, v.kubeconfigs[name]); err != nil {
 			t.Fatal(err)
+		}
+		// The component is its service account, not the admin.
+		saCfg, err := clientcmd.BuildConfigFromFlags("", v.kubeconfigs[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		saClient, err := kubernetes.NewForConfig(saCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		review, err := saClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := review.Status.UserInfo.Username, "system:serviceaccount:"+vpaNamespace+":"+name; got != want {
+			t.Fatalf("the kubeconfig of %s authenticates as %q, want %q", name, got, want)
 		}
 	}
 
@@ -774,6 +803,24 @@ func (v *vpaComponents) stop(names ...string) {
 			v.t.Error(err)
 		}
 	}
+}
+
+// denied returns the lines of the components' logs, since the test began, that
+// report a request the API server's authorizer refused.
+func (v *vpaComponents) denied() []string {
+	var out []string
+	for _, name := range vpaDaemons {
+		data, err := os.ReadFile(v.c.logFile(name))
+		if err != nil || int64(len(data)) < v.logStart[name] {
+			continue
+		}
+		for _, line := range strings.Split(string(data[v.logStart[name]:]), "\n") {
+			if strings.Contains(line, "is forbidden: User") {
+				out = append(out, name+": "+line)
+			}
+		}
+	}
+	return out
 }
 
 func (v *vpaComponents) stopAll() {
