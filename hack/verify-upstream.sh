@@ -213,10 +213,19 @@ kubernetes() {
   fi
   [ -n "${WHAT:-}" ] && read -r -a what <<<"$WHAT"
   echo "== kubernetes: ${#what[@]} scripts through hack/make-rules/verify.sh (log: $log)"
+  local rc
+  set +e
   TREE=$tree WHAT="${what[*]}" KUBE_JUNIT_REPORT_DIR=$WORK/junit \
     hack/in-tree.sh hack/make-rules/verify.sh 2>&1 | tee "$log" |
-    sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -E '^(SUCCESS|FAILED) ' || true
-  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '$1 == "SUCCESS" || $1 == "FAILED" { sub(/s$/, "", $3); print "kubernetes", $2, ($1 == "SUCCESS" ? "pass" : "fail"), $3 }' >>"$RESULTS"
+    sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -E '^(SUCCESS|FAILED) +[^ ]+\.sh'
+  rc=${PIPESTATUS[0]}
+  set -e
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '($1 == "SUCCESS" || $1 == "FAILED") && $2 ~ /\.sh$/ { sub(/s$/, "", $3); print "kubernetes", $2, ($1 == "SUCCESS" ? "pass" : "fail"), $3 }' >>"$RESULTS"
+  # The runner failing without a failed script (it could not start one) is a failure too.
+  if [ "$rc" != 0 ] && ! grep -q '^kubernetes [^ ]* fail ' "$RESULTS"; then
+    echo "FAILED   hack/make-rules/verify.sh exited $rc without a failed script (log: $log)"
+    echo "kubernetes hack/make-rules/verify.sh fail 0" >>"$RESULTS"
+  fi
 }
 
 autoscaler() {
