@@ -22,6 +22,7 @@ import (
 
 // +genclient
 // +genclient:method=UpdateUses,verb=update,subresource=uses,input=Feature,result=Feature
+// +genclient:method=ApplyUses,verb=apply,subresource=uses,input=Feature,result=Feature
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +k8s:prerelease-lifecycle-gen:introduced=1.36
 
@@ -179,9 +180,14 @@ type FeatureStatus struct {
 
 	// uses are the values components found when they checked the feature: one
 	// entry per component and value, each with a small sample of the instances
-	// that reported it. They are written through the uses subresource.
+	// that reported it. They are written through the uses subresource. The
+	// list is a map keyed by component and value, so that the components'
+	// server-side applies merge: each writer owns its own entries and its own
+	// name in their instances, and no writer drops another's.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=component
+	// +listMapKey=value
 	Uses []FeatureUse `json:"uses,omitempty" protobuf:"bytes,12,rep,name=uses"`
 }
 

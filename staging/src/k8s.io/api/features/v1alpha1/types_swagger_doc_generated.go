@@ -70,7 +70,7 @@ var map_FeatureStatus = map[string]string{
 	"state":               "state is where the feature is in the cluster.",
 	"tasks":               "tasks are the pending tasks of the current transition, in the order they run; the first one runs next.",
 	"conditions":          "conditions describe the feature's state in more detail.",
-	"uses":                "uses are the values components found when they checked the feature: one entry per component and value, each with a small sample of the instances that reported it. They are written through the uses subresource.",
+	"uses":                "uses are the values components found when they checked the feature: one entry per component and value, each with a small sample of the instances that reported it. They are written through the uses subresource. The list is a map keyed by component and value, so that the components' server-side applies merge: each writer owns its own entries and its own name in their instances, and no writer drops another's.",
 }
 
 func (FeatureStatus) SwaggerDoc() map[string]string {

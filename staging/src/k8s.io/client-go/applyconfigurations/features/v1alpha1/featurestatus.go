@@ -58,7 +58,10 @@ type FeatureStatusApplyConfiguration struct {
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// uses are the values components found when they checked the feature: one
 	// entry per component and value, each with a small sample of the instances
-	// that reported it. They are written through the uses subresource.
+	// that reported it. They are written through the uses subresource. The
+	// list is a map keyed by component and value, so that the components'
+	// server-side applies merge: each writer owns its own entries and its own
+	// name in their instances, and no writer drops another's.
 	Uses []FeatureUseApplyConfiguration `json:"uses,omitempty"`
 }
 

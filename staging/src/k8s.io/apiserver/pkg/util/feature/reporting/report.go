@@ -18,6 +18,8 @@ package reporting
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -28,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	featuresapply "k8s.io/client-go/applyconfigurations/features/v1alpha1"
 	"k8s.io/client-go/discovery"
 	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
 	"k8s.io/client-go/kubernetes"
@@ -238,17 +241,43 @@ func (r *reporter) namedUnderOtherValue(f *featuresv1alpha1.Feature, use Use) in
 	})
 }
 
-// write adds the use to the Feature as the cache has it. A conflict means
-// another instance wrote first: the next pass, once the cache has that write,
-// decides whether this one still needs to report.
+// write adds this instance's use to the Feature. It applies its own entry
+// only, as its own field manager, so that it cannot drop another writer's
+// entries: status.uses is a list-map keyed by component and value, and the
+// server merges the entry and the instance's name into what it stores. The
+// apply is conditional on the resourceVersion the cache holds, which keeps the
+// sample small: a reporter whose cache is behind loses with a conflict, and the
+// next pass, once the cache has the other write, decides whether this one still
+// needs to report.
 func (r *reporter) write(ctx context.Context, use Use) error {
 	f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
 	if err != nil || !r.needsReport(f, use) {
 		return nil
 	}
+	if r.namedUnderOtherValue(f, use) >= 0 {
+		return r.move(ctx, f, use)
+	}
+	apply := featuresapply.Feature(f.Name, f.Namespace).
+		WithResourceVersion(f.ResourceVersion).
+		WithStatus(featuresapply.FeatureStatus().WithUses(featuresapply.FeatureUse().
+			WithComponent(r.opts.Component).
+			WithValue(use.Value).
+			WithInstances(r.opts.Instance)))
+	_, err = r.client.ApplyUses(ctx, f.Name, apply, metav1.ApplyOptions{FieldManager: FieldManager(r.opts.Component, r.opts.Instance), Force: true})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// move takes this instance out of the other value's entry, which goes when it
+// named only this instance, and adds it to the entry of its value, in one
+// update guarded by the cached resourceVersion. An instance reports one value,
+// and its name under the other may have been written by another field manager
+// (by an update, or by an earlier release of the reporter), which an apply
+// could not remove.
+func (r *reporter) move(ctx context.Context, f *featuresv1alpha1.Feature, use Use) error {
 	f = f.DeepCopy()
-	// An instance reports one value: it moves itself out of the other value's
-	// entry, which goes when it named only this instance.
 	if i := r.namedUnderOtherValue(f, use); i >= 0 {
 		f.Status.Uses[i].Instances = slices.DeleteFunc(f.Status.Uses[i].Instances, func(s string) bool { return s == r.opts.Instance })
 		if len(f.Status.Uses[i].Instances) == 0 {
@@ -263,9 +292,25 @@ func (r *reporter) write(ctx context.Context, use Use) error {
 	case len(f.Status.Uses[i].Instances) < r.opts.SampleSize && !slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance):
 		f.Status.Uses[i].Instances = append(f.Status.Uses[i].Instances, r.opts.Instance)
 	}
-	_, err = r.client.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{})
+	_, err := r.client.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{FieldManager: FieldManager(r.opts.Component, r.opts.Instance)})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// maxFieldManagerLength is the longest field manager name kube-apiserver accepts.
+const maxFieldManagerLength = 128
+
+// FieldManager is the field manager of one instance's uses:
+// "component/instance", for example "kubelet/node-1", so that each instance
+// owns its own entries and its own name in a shared entry's instances. A name
+// too long for a field manager is replaced by a hash of it.
+func FieldManager(component, instance string) string {
+	name := component + "/" + instance
+	if len(name) <= maxFieldManagerLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(instance))
+	return component + "/" + hex.EncodeToString(sum[:16])
 }

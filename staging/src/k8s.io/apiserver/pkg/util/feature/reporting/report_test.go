@@ -18,10 +18,12 @@ package reporting
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	featureslisters "k8s.io/client-go/listers/features/v1alpha1"
 	clienttesting "k8s.io/client-go/testing"
@@ -48,6 +51,10 @@ type fakeServer struct {
 	down     atomic.Bool
 	indexer  cache.Indexer
 	lag      time.Duration
+	// managers are the field managers of the applies, in order.
+	managers []string
+	// applied are the uses of each apply.
+	applied [][]featuresv1alpha1.FeatureUse
 }
 
 func newFakeServer(lag time.Duration, names ...string) (*fakeServer, *fake.Clientset, featureslisters.FeatureLister) {
@@ -86,6 +93,54 @@ func newFakeServer(lag time.Duration, names ...string) (*fakeServer, *fake.Clien
 		stored.Status.Uses = update.Status.Uses
 		stored.ResourceVersion = strconv.Itoa(s.rv)
 		s.features[update.Name] = stored
+		cached := stored.DeepCopy()
+		time.AfterFunc(s.lag, func() { _ = s.indexer.Update(cached) })
+		return true, stored.DeepCopy(), nil
+	})
+	// Server-side apply of the uses subresource, as kube-apiserver merges it:
+	// uses is a list-map keyed by component and value, instances a set; an
+	// applied resourceVersion is a precondition.
+	client.PrependReactor("patch", "features", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		patch := action.(clienttesting.PatchAction)
+		if patch.GetPatchType() != types.ApplyPatchType {
+			return true, nil, fmt.Errorf("unexpected patch type %s", patch.GetPatchType())
+		}
+		if s.down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("kube-apiserver is down")
+		}
+		s.writes.Add(1)
+		var applied featuresv1alpha1.Feature
+		if err := json.Unmarshal(patch.GetPatch(), &applied); err != nil {
+			return true, nil, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.managers = append(s.managers, action.(clienttesting.PatchActionImpl).PatchOptions.FieldManager)
+		s.applied = append(s.applied, applied.Status.Uses)
+		stored := s.features[patch.GetName()]
+		if applied.ResourceVersion != "" && applied.ResourceVersion != stored.ResourceVersion {
+			return true, nil, apierrors.NewConflict(featuresv1alpha1.Resource("features"), patch.GetName(), errors.New("the object has been modified"))
+		}
+		s.rv++
+		s.stored.Add(1)
+		stored = stored.DeepCopy()
+		for _, use := range applied.Status.Uses {
+			i := slices.IndexFunc(stored.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool {
+				return u.Component == use.Component && u.Value == use.Value
+			})
+			if i < 0 {
+				use.FirstReportTime = metav1.Now()
+				stored.Status.Uses = append(stored.Status.Uses, use)
+				continue
+			}
+			for _, instance := range use.Instances {
+				if !slices.Contains(stored.Status.Uses[i].Instances, instance) {
+					stored.Status.Uses[i].Instances = append(stored.Status.Uses[i].Instances, instance)
+				}
+			}
+		}
+		stored.ResourceVersion = strconv.Itoa(s.rv)
+		s.features[patch.GetName()] = stored
 		cached := stored.DeepCopy()
 		time.AfterFunc(s.lag, func() { _ = s.indexer.Update(cached) })
 		return true, stored.DeepCopy(), nil
@@ -318,5 +373,44 @@ func TestReportMovesTheInstanceToItsNewValue(t *testing.T) {
 				t.Errorf("uses = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A reporter applies its own entry only, as its own field manager, so that no
+// entry of another writer is in what it sends: were its apply not conditional,
+// or its cache behind, it still could not drop one.
+func TestReportAppliesOnlyItsOwnEntry(t *testing.T) {
+	ctx := context.Background()
+	server, client, lister := newFakeServer(0, "alphafeature")
+	f := server.features["alphafeature"]
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-scheduler", Value: true, Instances: []string{"scheduler-1"}}}
+	_ = server.indexer.Update(f.DeepCopy())
+	r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, testOptions("node-1"))
+	if err := r.reportOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kubelet/node-1"}; !slices.Equal(server.managers, want) {
+		t.Fatalf("applies by field managers %q, want %q", server.managers, want)
+	}
+	if a := server.applied[0]; len(a) != 1 || a[0].Component != "kubelet" || !a[0].Value || !slices.Equal(a[0].Instances, []string{"node-1"}) || !a[0].FirstReportTime.IsZero() {
+		t.Errorf("applied uses %+v, want the kubelet's entry naming node-1 only", a)
+	}
+	got := server.uses("alphafeature")
+	if len(got) != 2 || got[0].Component != "kube-scheduler" || got[1].Component != "kubelet" || !slices.Equal(got[1].Instances, []string{"node-1"}) {
+		t.Errorf("uses = %+v, want the scheduler's entry and the kubelet's", got)
+	}
+}
+
+func TestFieldManager(t *testing.T) {
+	if got := FieldManager("kubelet", "node-1"); got != "kubelet/node-1" {
+		t.Errorf("FieldManager = %q", got)
+	}
+	long := strings.Repeat("n", 253)
+	got := FieldManager("kubelet", long)
+	if len(got) > maxFieldManagerLength || !strings.HasPrefix(got, "kubelet/") {
+		t.Errorf("FieldManager of a 253-byte node name = %q (%d bytes)", got, len(got))
+	}
+	if other := FieldManager("kubelet", strings.Repeat("n", 252)+"m"); other == got {
+		t.Errorf("two long names share the field manager %q", got)
 	}
 }

@@ -20,6 +20,7 @@ package v1alpha1
 
 import (
 	context "context"
+	fmt "fmt"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,7 @@ import (
 	applyconfigurationsfeaturesv1alpha1 "k8s.io/client-go/applyconfigurations/features/v1alpha1"
 	gentype "k8s.io/client-go/gentype"
 	scheme "k8s.io/client-go/kubernetes/scheme"
+	apply "k8s.io/client-go/util/apply"
 )
 
 // FeaturesGetter has a method to return a FeatureInterface.
@@ -52,6 +54,7 @@ type FeatureInterface interface {
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, feature *applyconfigurationsfeaturesv1alpha1.FeatureApplyConfiguration, opts v1.ApplyOptions) (result *featuresv1alpha1.Feature, err error)
 	UpdateUses(ctx context.Context, featureName string, feature *featuresv1alpha1.Feature, opts v1.UpdateOptions) (*featuresv1alpha1.Feature, error)
+	ApplyUses(ctx context.Context, featureName string, feature *applyconfigurationsfeaturesv1alpha1.FeatureApplyConfiguration, opts v1.ApplyOptions) (*featuresv1alpha1.Feature, error)
 
 	FeatureExpansion
 }
@@ -87,6 +90,31 @@ func (c *features) UpdateUses(ctx context.Context, featureName string, feature *
 		SubResource("uses").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(feature).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// ApplyUses takes top resource name and the apply declarative configuration for uses,
+// applies it and returns the applied feature, and an error, if there is any.
+func (c *features) ApplyUses(ctx context.Context, featureName string, feature *applyconfigurationsfeaturesv1alpha1.FeatureApplyConfiguration, opts v1.ApplyOptions) (result *featuresv1alpha1.Feature, err error) {
+	if feature == nil {
+		return nil, fmt.Errorf("feature provided to ApplyUses must not be nil")
+	}
+	patchOpts := opts.ToPatchOptions()
+	request, err := apply.NewRequest(c.GetClient(), feature)
+	if err != nil {
+		return nil, err
+	}
+
+	result = &featuresv1alpha1.Feature{}
+	err = request.
+		UseProtobufAsDefault().
+		Namespace(c.GetNamespace()).
+		Resource("features").
+		Name(featureName).
+		SubResource("uses").
+		VersionedParams(&patchOpts, scheme.ParameterCodec).
 		Do(ctx).
 		Into(result)
 	return

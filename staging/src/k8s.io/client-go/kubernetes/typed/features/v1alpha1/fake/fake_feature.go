@@ -20,9 +20,12 @@ package fake
 
 import (
 	context "context"
+	json "encoding/json"
+	fmt "fmt"
 
 	v1alpha1 "k8s.io/api/features/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	types "k8s.io/apimachinery/pkg/types"
 	featuresv1alpha1 "k8s.io/client-go/applyconfigurations/features/v1alpha1"
 	gentype "k8s.io/client-go/gentype"
 	typedfeaturesv1alpha1 "k8s.io/client-go/kubernetes/typed/features/v1alpha1"
@@ -59,6 +62,26 @@ func (c *fakeFeatures) UpdateUses(ctx context.Context, featureName string, featu
 	emptyResult := &v1alpha1.Feature{}
 	obj, err := c.Fake.
 		Invokes(testing.NewUpdateSubresourceActionWithOptions(c.Resource(), "uses", c.Namespace(), feature, opts), &v1alpha1.Feature{})
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.Feature), err
+}
+
+// ApplyUses takes top resource name and the apply declarative configuration for uses,
+// applies it and returns the applied feature, and an error, if there is any.
+func (c *fakeFeatures) ApplyUses(ctx context.Context, featureName string, feature *featuresv1alpha1.FeatureApplyConfiguration, opts v1.ApplyOptions) (result *v1alpha1.Feature, err error) {
+	if feature == nil {
+		return nil, fmt.Errorf("feature provided to ApplyUses must not be nil")
+	}
+	data, err := json.Marshal(feature)
+	if err != nil {
+		return nil, err
+	}
+	emptyResult := &v1alpha1.Feature{}
+	obj, err := c.Fake.
+		Invokes(testing.NewPatchSubresourceActionWithOptions(c.Resource(), c.Namespace(), featureName, types.ApplyPatchType, data, opts.ToPatchOptions(), "feature"), emptyResult)
 
 	if obj == nil {
 		return emptyResult, err
