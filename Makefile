@@ -47,7 +47,7 @@ cluster-up: build
 	@go build -o _output/tools/cluster ./hack/cmd/cluster
 	@_output/tools/cluster up $(if $(NODES),-nodes $(NODES))
 
-## vpa-e2e: per-node VPA recommendations end to end: a DaemonSet on two nodes, metrics-server, the patched recommender (root)
+## vpa-e2e: per-node VPA recommendations end to end: a DaemonSet on two nodes, metrics-server, the patched recommender, admission controller and updater with deploy/'s RBAC (root)
 vpa-e2e: build
 	@hack/preflight.sh root
 	@hack/vpa.sh e2e
