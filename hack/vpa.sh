@@ -28,7 +28,9 @@
 #                    and autoscaler-gates-on.json
 #   gates-on [OUT_DIR]  only the second pass (make test runs the first already)
 #   e2e [JSON]       build --test-flags, then the end-to-end test of per-node
-#                    recommendations on the local cluster with two nodes and metrics-server (make vpa-e2e, root):
+#                    recommendations on the local cluster with two nodes and metrics-server,
+#                    the recommender, admission controller and updater running with the tree's
+#                    deploy/ RBAC (make vpa-e2e, root):
 #                    hack/internal/cluster/vpa_e2e_test.go; go test -json into JSON if given
 #   e2e-build        what e2e builds, without running the test (make test builds it
 #                    in the background while other steps run)
