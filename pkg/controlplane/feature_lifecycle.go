@@ -35,7 +35,7 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		!c.ControlPlane.APIResourceConfigSource.ResourceEnabled(featuresv1alpha1.SchemeGroupVersion.WithResource("features")) {
 		return
 	}
-	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(featurelifecycle.UsesWaitPeriod))
+	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(featurelifecycle.UsesWaitPeriod, featurelifecycle.UsesMaxWaitPeriod))
 	tasks.Register(registry)
 	controller := featurelifecycle.New(featurelifecycle.Config{
 		Namespace:             metav1.NamespaceSystem,

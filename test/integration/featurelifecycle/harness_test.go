@@ -44,7 +44,7 @@ import (
 func TestLifecycleHarness(t *testing.T) {
 	ctx := context.Background()
 	fastLifecycle(t)
-	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait))
+	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait, usesWait))
 	tasks.Register(registry)
 	registered := registry.Features()
 	slices.Sort(registered)

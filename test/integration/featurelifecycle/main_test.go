@@ -49,10 +49,10 @@ const (
 
 // fastLifecycle shortens the server flow's periods for the test.
 func fastLifecycle(t *testing.T) {
-	renew, wait := controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod
-	controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod = renewPeriod, usesWait
+	renew, wait, maxWait := controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod, featurelifecycle.UsesMaxWaitPeriod
+	controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod, featurelifecycle.UsesMaxWaitPeriod = renewPeriod, usesWait, usesWait
 	t.Cleanup(func() {
-		controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod = renew, wait
+		controlplaneapiserver.IdentityLeaseRenewIntervalPeriod, featurelifecycle.UsesWaitPeriod, featurelifecycle.UsesMaxWaitPeriod = renew, wait, maxWait
 	})
 }
 

@@ -175,7 +175,7 @@ func TestThreeAPIServers(t *testing.T) {
 	rogueCtx, stopRogues := context.WithCancel(ctx)
 	t.Cleanup(stopRogues)
 	for _, identity := range []string{"rogue-1", "rogue-2"} {
-		registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait))
+		registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait, usesWait))
 		tasks.Register(registry)
 		go featurelifecycle.New(featurelifecycle.Config{
 			Namespace:        metav1.NamespaceSystem,

@@ -478,6 +478,13 @@ var (
 	// plus its check interval (10 s), with room for a slow informer. It is
 	// exposed so integration tests can tune it.
 	UsesWaitPeriod = 2 * time.Minute
+	// UsesMaxWaitPeriod is how long WaitForUses waits at most, while a
+	// component has begun to report but fewer of its live instances have
+	// than would if all had: a reporter that failed backs off up to 5 min
+	// (5.5 with jitter), one that started before the API was served checks
+	// discovery up to every 10 min (15 with jitter), and either then waits up
+	// to its 30 s delay. It is exposed so integration tests can tune it.
+	UsesMaxWaitPeriod = 16 * time.Minute
 	// UnknownRetentionMinorVersions is how many minor versions a Feature the
 	// binary does not know is kept: long enough for a downgrade back to a
 	// release that knows it.

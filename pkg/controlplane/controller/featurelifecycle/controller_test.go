@@ -87,7 +87,7 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 		t.Fatal(err)
 	}
 	if registry == nil {
-		registry = NewRegistry(NewWaitForUses(time.Minute))
+		registry = NewRegistry(NewWaitForUses(time.Minute, time.Minute))
 	}
 	client := fake.NewClientset(objs...)
 	c := New(Config{
@@ -241,7 +241,7 @@ func TestAnnounceCreatesAndFillsTheFeature(t *testing.T) {
 
 func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
 	task := &fakeTask{name: "PrepareFoo", applies: TurnOn, results: []Result{NotYet("preparing"), Done}}
-	registry := NewRegistry(NewWaitForUses(time.Minute))
+	registry := NewRegistry(NewWaitForUses(time.Minute, time.Minute))
 	registry.Register(foo, task, &fakeTask{name: "OffOnly", applies: TurnOff})
 	e := newTestEnv(t, registry)
 	e.sync("foo")
@@ -292,7 +292,7 @@ func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
 }
 
 func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
-	e := newTestEnv(t, NewRegistry(NewWaitForUses(0)))
+	e := newTestEnv(t, NewRegistry(NewWaitForUses(0, 0)))
 	e.sync("bar")
 	e.sync("bar") // On, the default
 	e.set(bar, false)
@@ -339,7 +339,7 @@ func TestWaitForUsesNamesWhoReportsTheOldValueWhileItWaits(t *testing.T) {
 	e.refresh()
 	e.clock.Step(10 * time.Second)
 	e.sync("bar")
-	want := "WaitForUses: waiting until 2026-11-22T10:01:00Z for the components to report; reporting true so far: kubelet (node-1)"
+	want := "WaitForUses: waiting until 2026-11-22T10:01:00Z for the components to report (reported: kube-apiserver 0 of 1); reporting true so far: kubelet (node-1)"
 	if msg := condition(e.get("bar"), featuresv1alpha1.FeatureConditionTransitioning).Message; msg != want {
 		t.Errorf("Transitioning says %q, want %q", msg, want)
 	}
@@ -348,7 +348,7 @@ func TestWaitForUsesNamesWhoReportsTheOldValueWhileItWaits(t *testing.T) {
 // turnFooOnUpTo turns Foo on with task registered after WaitForUses (which
 // does not wait), and runs the passes until task is next.
 func turnFooOnUpTo(t *testing.T, task Task) *testEnv {
-	registry := NewRegistry(NewWaitForUses(0))
+	registry := NewRegistry(NewWaitForUses(0, 0))
 	registry.Register(foo, task)
 	e := newTestEnv(t, registry)
 	e.sync("foo")
@@ -454,7 +454,7 @@ func TestANewerServerLeadsNothingWhileAnOlderOneIsLive(t *testing.T) {
 }
 
 func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
-	e := newTestEnv(t, NewRegistry(NewWaitForUses(0)))
+	e := newTestEnv(t, NewRegistry(NewWaitForUses(0, 0)))
 	// Another live kube-apiserver, which does not lead bar.
 	other := ""
 	for _, name := range []string{"apiserver-b", "apiserver-c", "apiserver-d", "apiserver-e"} {
@@ -495,7 +495,7 @@ func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
 }
 
 func TestTurningBackMidTransitionRestartsTowardsTheConfiguredValue(t *testing.T) {
-	registry := NewRegistry(NewWaitForUses(time.Hour))
+	registry := NewRegistry(NewWaitForUses(time.Hour, time.Hour))
 	registry.Register(foo, &fakeTask{name: "CleanFoo", applies: TurnOff}, &fakeTask{name: "PrepareFoo", applies: TurnOn})
 	e := newTestEnv(t, registry)
 	e.set(foo, true)
@@ -535,7 +535,7 @@ func TestAnUnknownFeatureIsKeptForSomeVersionsThenDeleted(t *testing.T) {
 
 func TestVersionChangesRunTheirTasks(t *testing.T) {
 	upgrade := &fakeTask{name: "MigrateBar", applies: Upgrade, results: []Result{NotYet("migrating"), Done}}
-	registry := NewRegistry(NewWaitForUses(0))
+	registry := NewRegistry(NewWaitForUses(0, 0))
 	registry.Register(bar, upgrade)
 	stored := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "bar", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Bar"},
 		Status: featuresv1alpha1.FeatureStatus{State: featuresv1alpha1.FeatureStateOn, BinaryVersion: "1.35.2"}}
@@ -589,7 +589,7 @@ func TestSafetyConditions(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	task := &fakeTask{name: "MeteredTask", applies: TurnOn, results: []Result{NotYet("waiting"), Done}, errs: []error{nil, nil}}
-	registry := NewRegistry(NewWaitForUses(0))
+	registry := NewRegistry(NewWaitForUses(0, 0))
 	registry.Register(foo, task)
 	e := newTestEnv(t, registry)
 	e.sync("foo")

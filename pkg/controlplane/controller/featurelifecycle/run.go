@@ -42,7 +42,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	entry := f.Status.Tasks[0]
 	transition := transitionOf(f)
 	task := c.cfg.Tasks.Task(key, entry.Name)
-	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now, FenceFunc: c.fence(f, entry)}
+	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now, LiveAPIServers: names(c.liveMembers()), FenceFunc: c.fence(f, entry)}
 	var result Result
 	var err error
 	if task == nil {
@@ -92,6 +92,9 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 		}
 	default:
 		taskRuns.WithLabelValues(entry.Name, "done").Inc()
+		if result.Message != "" {
+			c.recorder.Eventf(updated, nil, "Normal", "TaskDone", string(transition), "%s: %s", entry.Name, result.Message)
+		}
 		s.Tasks = s.Tasks[1:]
 		if len(s.Tasks) == 0 {
 			c.finish(updated, now)

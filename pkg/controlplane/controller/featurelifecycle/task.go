@@ -78,7 +78,8 @@ type Exercise interface {
 type Result struct {
 	// Done is true when the task is complete.
 	Done bool
-	// Message says what the task waits for when it is not done.
+	// Message says what the task waits for when it is not done; for a task
+	// that is done, what its end leaves open, recorded as an event.
 	Message string
 	// Restart records this run as the task's start again: StartTime is set
 	// to the time of this run.
@@ -105,6 +106,9 @@ type TaskContext struct {
 	Client kubernetes.Interface
 	// Now is the time of this run.
 	Now time.Time
+	// LiveAPIServers are the identities of the kube-apiservers whose identity
+	// lease is live, as this server sees them.
+	LiveAPIServers []string
 
 	// FenceFunc checks that the run may still act (Fence); the controller sets it.
 	FenceFunc func(ctx context.Context) error

@@ -26,6 +26,7 @@ import (
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 )
 
 // WaitForUsesName is the name of the task every transition between On and Off
@@ -35,16 +36,25 @@ const WaitForUsesName = "WaitForUses"
 // waitForUses clears the uses on its first run, waits for the components to
 // report again, and is done when none reports the old value: every
 // component then runs with the new one. Otherwise it names them, clears the
-// uses again and waits another period.
+// uses again and waits another period. It knows who to wait for: the live
+// instances of each component (population), and it waits beyond the period,
+// up to maxPeriod, while a component has begun to report but fewer of its
+// instances have than would if all had.
 type waitForUses struct {
-	period time.Duration
+	period, maxPeriod time.Duration
+	// sample is how many instances a component's entry names at most.
+	sample int
 }
 
 // NewWaitForUses returns the WaitForUses task, which gives the components
-// period to report after it cleared the uses. The period must be longer than
-// a reporter's longest delay, or a component still on the old value could be
-// missed.
-func NewWaitForUses(period time.Duration) Task { return waitForUses{period: period} }
+// period to report after it cleared the uses, and up to maxPeriod when some
+// have not all reported by then. The period must be longer than a reporter's
+// longest delay, or a component still on the old value could be missed;
+// maxPeriod covers a reporter's back-off. A maxPeriod not longer than period
+// waits period only.
+func NewWaitForUses(period, maxPeriod time.Duration) Task {
+	return waitForUses{period: period, maxPeriod: max(period, maxPeriod), sample: featurereporting.DefaultOptions("", "", "").SampleSize}
+}
 
 func (waitForUses) Name() string { return WaitForUsesName }
 
@@ -61,8 +71,27 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	}
 	old := tc.Transition == TurnOff
 	stale := reporting(tc.Feature, old)
-	if tc.Now.Before(tc.Task.StartTime.Add(w.period)) {
-		message := fmt.Sprintf("waiting until %s for the components to report", tc.Task.StartTime.Add(w.period).UTC().Format(time.RFC3339))
+	// Who has reported of whom: a failure to count leaves the decision to
+	// the time alone, and says so.
+	var reported string
+	var uncovered []string
+	if pop, err := population(ctx, tc.Client, tc.Now, tc.LiveAPIServers); err != nil {
+		reported = fmt.Sprintf("reported: unknown (%v)", err)
+	} else {
+		var parts []string
+		for _, c := range coverage(tc.Feature, pop) {
+			parts = append(parts, c.String())
+			// A component none of whose instances reported may not check
+			// the feature at all; kube-apiserver reports every feature.
+			if !c.covered(w.sample) && (c.reported > 0 || c.component == kubeAPIServerComponent) {
+				uncovered = append(uncovered, c.String())
+			}
+		}
+		reported = "reported: " + strings.Join(parts, ", ")
+	}
+	end := tc.Task.StartTime.Add(w.period)
+	if tc.Now.Before(end) {
+		message := fmt.Sprintf("waiting until %s for the components to report (%s)", end.UTC().Format(time.RFC3339), reported)
 		if len(stale) > 0 {
 			// Those already known to run the old value, so that an admin
 			// can act before the wait is over.
@@ -70,15 +99,25 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 		}
 		return NotYet(message), nil
 	}
-	if len(stale) == 0 {
-		return Done, nil
+	if len(stale) > 0 {
+		// Sample again: an entry may be stale, written by a component just
+		// before the last clear and since restarted with the new value.
+		if err := w.clear(ctx, tc); err != nil {
+			return Result{}, err
+		}
+		return Result{Message: fmt.Sprintf("still reporting %t: %s; cleared the uses to check again", old, strings.Join(stale, "; ")), Restart: true}, nil
 	}
-	// Sample again: an entry may be stale, written by a component just
-	// before the last clear and since restarted with the new value.
-	if err := w.clear(ctx, tc); err != nil {
-		return Result{}, err
+	if last := tc.Task.StartTime.Add(w.maxPeriod); len(uncovered) > 0 && tc.Now.Before(last) {
+		// A reporter in back-off (the API unreachable, or not served when it
+		// started) reports late: time alone would call the feature unused by
+		// instances that have not said so yet.
+		return NotYet(fmt.Sprintf("waiting until %s at most for the components that have not all reported: %s (%s)",
+			last.UTC().Format(time.RFC3339), strings.Join(uncovered, ", "), reported)), nil
 	}
-	return Result{Message: fmt.Sprintf("still reporting %t: %s; cleared the uses to check again", old, strings.Join(stale, "; ")), Restart: true}, nil
+	if len(uncovered) > 0 {
+		return Result{Done: true, Message: fmt.Sprintf("no component reports %t; not all reported within %v: %s", old, w.maxPeriod, strings.Join(uncovered, ", "))}, nil
+	}
+	return Done, nil
 }
 
 // reporting names the components, with their sampled instances, that report

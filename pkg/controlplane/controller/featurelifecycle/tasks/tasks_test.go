@@ -144,7 +144,7 @@ func TestWaitForNoBalloonPodsIgnoresPodsThatEnded(t *testing.T) {
 }
 
 func TestEveryRegisteredTaskCanBeExercised(t *testing.T) {
-	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(0))
+	registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(0, 0))
 	Register(registry)
 	for _, feature := range registry.Features() {
 		var all []featurelifecycle.Task

@@ -1,0 +1,188 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package featurelifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+func heldLease(namespace, name, holder string, renewed time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(renewed)), LeaseDurationSeconds: ptr.To[int32](40)},
+	}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	return l
+}
+
+// TestWaitForUsesWaitsForThePopulationToReport turns a feature off in a
+// cluster of five nodes (one of them gone: its lease expired), one
+// kube-apiserver and a kube-controller-manager leader. WaitForUses names how
+// many of each component's live instances reported, and is not done at the
+// end of its period while a component has begun to report but fewer of its
+// instances have than would if all had; it is done once they have, or at its
+// longest wait.
+func TestWaitForUsesWaitsForThePopulationToReport(t *testing.T) {
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	period, maxPeriod := time.Minute, 16*time.Minute
+	use := func(component string, instances ...string) featuresv1alpha1.FeatureUse {
+		return featuresv1alpha1.FeatureUse{Component: component, Value: false, Instances: instances}
+	}
+	apiserver := use("kube-apiserver", "apiserver-a")
+	for _, tc := range []struct {
+		name string
+		// at is the time of the run, after the task's start.
+		at   time.Duration
+		uses []featuresv1alpha1.FeatureUse
+		// done, and what the message says (all of the parts).
+		done    bool
+		message []string
+	}{{
+		name:    "while it waits, it says who reported of whom",
+		at:      30 * time.Second,
+		uses:    []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1")},
+		message: []string{"waiting until 2026-11-22T10:01:00Z for the components to report (reported: kube-apiserver 1 of 1, kube-controller-manager 0 of at least 1, kubelet 1 of 4)"},
+	}, {
+		name:    "the period is over, but one kubelet of four reported",
+		at:      period + time.Second,
+		uses:    []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1")},
+		message: []string{"waiting until 2026-11-22T10:16:00Z at most for the components that have not all reported: kubelet 1 of 4"},
+	}, {
+		name:    "kube-apiserver reports every feature: it is waited for",
+		at:      period + time.Second,
+		uses:    []featuresv1alpha1.FeatureUse{use("kubelet", "node-1", "node-2", "node-3")},
+		message: []string{"have not all reported: kube-apiserver 0 of 1"},
+	}, {
+		// A full sample: the other kubelets that agree do not write.
+		name: "as many kubelets reported as a sample holds",
+		at:   period + time.Second,
+		uses: []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1", "node-2", "node-3")},
+		done: true,
+	}, {
+		name:    "the gone node's name does not count",
+		at:      period + time.Second,
+		uses:    []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1", "node-5")},
+		message: []string{"kubelet 1 of 4"},
+	}, {
+		// The feature may not be checked by kubelets or the controller manager.
+		name: "components none of whose instances reported do not hold it",
+		at:   period + time.Second,
+		uses: []featuresv1alpha1.FeatureUse{apiserver},
+		done: true,
+	}, {
+		name:    "at its longest wait it is done, and says who did not report",
+		at:      maxPeriod,
+		uses:    []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1")},
+		done:    true,
+		message: []string{"no component reports true; not all reported within 16m0s: kubelet 1 of 4"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := start.Add(tc.at)
+			objs := []runtime.Object{
+				heldLease(metav1.NamespaceSystem, "kube-controller-manager", "host-a_0a1b2c", now.Add(-5*time.Second)),
+				heldLease(corev1.NamespaceNodeLease, "node-5", "node-5", now.Add(-time.Hour)),
+			}
+			for i := 1; i <= 4; i++ {
+				name := fmt.Sprintf("node-%d", i)
+				objs = append(objs, heldLease(corev1.NamespaceNodeLease, name, name, now.Add(-10*time.Second)))
+			}
+			f := &featuresv1alpha1.Feature{
+				ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "bar"},
+				Status: featuresv1alpha1.FeatureStatus{
+					State: featuresv1alpha1.FeatureStateTurningOff,
+					Tasks: []featuresv1alpha1.FeatureTask{{Name: WaitForUsesName, StartTime: ptr.To(metav1.NewTime(start))}},
+					Uses:  tc.uses,
+				},
+			}
+			result, err := NewWaitForUses(period, maxPeriod).Run(context.Background(), &TaskContext{
+				Feature: f, Task: f.Status.Tasks[0], Transition: TurnOff, Client: fake.NewClientset(objs...),
+				Now: now, LiveAPIServers: []string{"apiserver-a"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if result.Done != tc.done || result.Restart {
+				t.Errorf("done %t, restart %t (%q); want done %t", result.Done, result.Restart, result.Message, tc.done)
+			}
+			for _, part := range tc.message {
+				if !strings.Contains(result.Message, part) {
+					t.Errorf("message %q, want it to say %q", result.Message, part)
+				}
+			}
+		})
+	}
+}
+
+// Without the leases (the API failing), the decision is the time's, and the
+// message says the coverage is unknown.
+func TestWaitForUsesWithoutThePopulationDecidesByTime(t *testing.T) {
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	client := fake.NewClientset()
+	client.PrependReactor("list", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("the server is unavailable")
+	})
+	f := &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "bar"},
+		Status: featuresv1alpha1.FeatureStatus{
+			State: featuresv1alpha1.FeatureStateTurningOn,
+			Tasks: []featuresv1alpha1.FeatureTask{{Name: WaitForUsesName, StartTime: ptr.To(metav1.NewTime(start))}},
+		},
+	}
+	w := NewWaitForUses(time.Minute, 16*time.Minute)
+	tc := &TaskContext{Feature: f, Task: f.Status.Tasks[0], Transition: TurnOn, Client: client, Now: start.Add(30 * time.Second), LiveAPIServers: []string{"apiserver-a"}}
+	result, err := w.Run(context.Background(), tc)
+	if err != nil || result.Done || !strings.Contains(result.Message, "reported: unknown (listing the node leases: the server is unavailable)") {
+		t.Errorf("done %t, message %q, err %v; want a wait that says the coverage is unknown", result.Done, result.Message, err)
+	}
+	tc.Now = start.Add(time.Minute)
+	if result, err := w.Run(context.Background(), tc); err != nil || !result.Done {
+		t.Errorf("done %t, message %q, err %v; want done at the end of the period", result.Done, result.Message, err)
+	}
+}
+
+// A WaitForUses that ends at its longest wait with some components not all
+// reported leaves an event that names them.
+func TestWaitForUsesDoneWithoutEveryoneLeavesAnEvent(t *testing.T) {
+	e := newTestEnv(t, NewRegistry(NewWaitForUses(0, 0)))
+	e.sync("bar")
+	e.sync("bar") // On, the default
+	e.set(bar, false)
+	e.sync("bar") // TurningOff, the uses cleared
+	e.clock.Step(10 * time.Second)
+	e.sync("bar") // no kube-apiserver reported, and the longest wait is over
+	if f := e.get("bar"); f.Status.State != featuresv1alpha1.FeatureStateOff {
+		t.Fatalf("state %s, want Off: %s", f.Status.State, dump(f))
+	}
+	if !e.event("not all reported within 0s: kube-apiserver 0 of 1") {
+		t.Error("no TaskDone event naming kube-apiserver, which did not report")
+	}
+}
