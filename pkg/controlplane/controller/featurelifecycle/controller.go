@@ -31,6 +31,7 @@ import (
 	"time"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -117,6 +118,9 @@ type Controller struct {
 	// Otherwise every pass of a waiting task would trigger the next at once
 	// and rewrite the Feature for every watcher.
 	waitUntil map[string]time.Time
+	// nextResample is when the dangling uses of a stable Feature are looked
+	// at again (resampleDanglingUses).
+	nextResample map[string]time.Time
 	// members and leaders are the live apiservers and the leader of each
 	// Feature as last seen, for the leader change metric.
 	members string
@@ -143,13 +147,14 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		leases:          coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "feature_lifecycle"}),
-		broadcaster: broadcaster,
-		recorder:    broadcaster.NewRecorder(scheme.Scheme, "kube-apiserver"),
-		known:       map[string]featuregate.Feature{},
-		backoff:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-		retryAt:     map[string]time.Time{},
-		waitUntil:   map[string]time.Time{},
-		leaders:     map[string]string{},
+		broadcaster:  broadcaster,
+		recorder:     broadcaster.NewRecorder(scheme.Scheme, "kube-apiserver"),
+		known:        map[string]featuregate.Feature{},
+		backoff:      workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+		retryAt:      map[string]time.Time{},
+		waitUntil:    map[string]time.Time{},
+		nextResample: map[string]time.Time{},
+		leaders:      map[string]string{},
 	}
 	for key := range cfg.Gate.GetAll() {
 		if key != "AllAlpha" && key != "AllBeta" {
@@ -374,24 +379,65 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	return c.runTask(ctx, updated.DeepCopy(), key, now)
 }
 
-// resampleDanglingUses clears the uses of a stable Feature that contradict
-// its state once they are older than StaleUseAge. A component restarted with
-// the other value leaves its old entry behind, and nothing else would clear
-// it; a component that still runs the other value reports it again.
+// resampleDanglingUses looks again at the uses of a stable Feature that
+// contradict its state once they are older than StaleUseAge. Of the
+// components whose live instances are all known (kubelets by their node
+// leases, kube-apiservers by their identity leases), it removes the names of
+// instances that are gone, and an entry that names no live instance: a use of
+// a live instance stays, so that the Feature stays unsafe to upgrade for as
+// long as it runs the other value (an instance restarted with the other value
+// moves itself out of the entry when it reports). Clearing such an entry
+// instead made every instance on that value report again, and the Feature
+// read Safe until one did, every StaleUseAge, for ever. The entries of other
+// components (kube-controller-manager and kube-scheduler, of which only the
+// leader is visible, third parties) are cleared, so that an instance that
+// still runs the other value reports it again. It looks at most once a
+// StaleUseAge per Feature, as it lists the node leases.
 func (c *Controller) resampleDanglingUses(ctx context.Context, f *featuresv1alpha1.Feature, now time.Time) error {
 	on := f.Status.State == featuresv1alpha1.FeatureStateOn
+	stale := func(use featuresv1alpha1.FeatureUse) bool {
+		return use.Value != on && now.Sub(use.FirstReportTime.Time) >= c.cfg.StaleUseAge
+	}
+	if !slices.ContainsFunc(f.Status.Uses, stale) {
+		return nil
+	}
+	c.mu.Lock()
+	next, looked := c.nextResample[f.Name]
+	if looked && now.Before(next) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.nextResample[f.Name] = now.Add(c.cfg.StaleUseAge)
+	c.mu.Unlock()
+	pop, err := population(ctx, c.client, now, names(c.liveMembers()))
+	if err != nil {
+		c.mu.Lock()
+		delete(c.nextResample, f.Name)
+		c.mu.Unlock()
+		return err
+	}
 	kept := make([]featuresv1alpha1.FeatureUse, 0, len(f.Status.Uses))
 	for _, use := range f.Status.Uses {
-		if use.Value == on || now.Sub(use.FirstReportTime.Time) < c.cfg.StaleUseAge {
+		if !stale(use) {
+			kept = append(kept, use)
+			continue
+		}
+		exp, known := pop[use.Component]
+		if !known || exp.atLeast {
+			continue
+		}
+		live := slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return !exp.names.Has(instance) })
+		if len(live) > 0 {
+			use.Instances = live
 			kept = append(kept, use)
 		}
 	}
-	if len(kept) == len(f.Status.Uses) {
+	if apiequality.Semantic.DeepEqual(kept, f.Status.Uses) {
 		return nil
 	}
 	resampled := f.DeepCopy()
 	resampled.Status.Uses = kept
-	_, err := c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, resampled, metav1.UpdateOptions{})
+	_, err = c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, resampled, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
 	}

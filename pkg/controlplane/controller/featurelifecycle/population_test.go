@@ -186,3 +186,42 @@ func TestWaitForUsesDoneWithoutEveryoneLeavesAnEvent(t *testing.T) {
 		t.Error("no TaskDone event naming kube-apiserver, which did not report")
 	}
 }
+
+// A stable Feature's uses that contradict its state stay while an instance
+// they name is live: clearing them made the Feature read Safe to upgrade
+// until the instances reported again, every StaleUseAge, for ever. The names
+// of instances that are gone go, and an entry that names none that is live.
+func TestDanglingUsesOfLiveInstancesStay(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.sync("bar")
+	e.sync("bar") // On
+	f := e.get("bar")
+	reported := metav1.NewTime(e.clock.Now())
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{
+		// Kubelets configured off on their own: node-1 runs, node-9 is gone.
+		{Component: "kubelet", Value: false, Instances: []string{"node-1", "node-9"}, FirstReportTime: reported},
+		// A kube-apiserver that left.
+		{Component: "kube-apiserver", Value: false, Instances: []string{"apiserver-gone"}, FirstReportTime: reported},
+		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, FirstReportTime: reported},
+	}
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.refresh()
+	e.clock.Step(time.Minute) // StaleUseAge
+	if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
+		heldLease(corev1.NamespaceNodeLease, "node-1", "node-1", e.clock.Now()), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e.sync("bar")
+		e.clock.Step(10 * time.Second)
+	}
+	f = e.get("bar")
+	if len(f.Status.Uses) != 2 || f.Status.Uses[0].Component != "kubelet" || strings.Join(f.Status.Uses[0].Instances, ",") != "node-1" {
+		t.Errorf("want the kubelet entry naming node-1 only, and kube-apiserver's own: %s", dump(f))
+	}
+	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet (node-1)") {
+		t.Errorf("UpgradeSafe %+v; want it unsafe while node-1 runs the feature off", c)
+	}
+}
