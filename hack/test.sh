@@ -96,6 +96,22 @@ CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 
 background_build metrics-server
 
+echo "== upstream's quick verify scripts (hack/verify-upstream.sh -quick; the rest: make verify-upstream)"
+# Each script is a check of its own in the summary; a run that records none failed
+# before it could start one.
+rm -f "$OUT/verify-upstream/results.txt"
+hack/verify-upstream.sh -quick kubernetes autoscaler >"$TESTOUT/verify-upstream.log" 2>&1 || true
+if [ -s "$OUT/verify-upstream/results.txt" ]; then
+  while read -r up script status _; do
+    # A failure's output is the script's part of its runner's log.
+    awk -v s="$script" 'index($0, s) { p = 1 } p' "$OUT/verify-upstream/$up.log" 2>/dev/null | head -n 200 |
+      "$SUMMARY" record verify-upstream "$up/$script" "$status" >>"$TESTOUT/verify-upstream.json"
+  done <"$OUT/verify-upstream/results.txt"
+else
+  "$SUMMARY" record verify-upstream run fail <"$TESTOUT/verify-upstream.log" >"$TESTOUT/verify-upstream.json"
+fi
+"$SUMMARY" "$TESTOUT/verify-upstream.json" | tail -n 1
+
 echo "== unit tests: this project's tools (race)"
 # Never rerun (the flake rule is for upstream tests); vetted by verify. The images'
 # tests read busybox and Debian's package lists, which the package step provides.
