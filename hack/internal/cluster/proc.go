@@ -179,14 +179,32 @@ func killAndWait(pid int, grace time.Duration) error {
 	return fmt.Errorf("pid %d survives SIGKILL", pid)
 }
 
-// alive is false for a process that is gone or a zombie.
+// alive is false for a process that is gone or a zombie. A Go program's main
+// thread may exit before its other threads: it is then a zombie while they
+// still hold the process's files, its listening ports among them, so the
+// process is alive while any of its threads is.
 func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if threadAlive(fmt.Sprintf("/proc/%d/stat", pid)) {
+		return true
+	}
+	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, t := range threads {
+		if threadAlive(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// threadAlive reads a stat file of /proc: false when it is gone or its state
+// is zombie or dead.
+func threadAlive(stat string) bool {
+	data, err := os.ReadFile(stat)
 	if err != nil {
 		return false
 	}
 	i := bytes.LastIndexByte(data, ')')
-	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
+	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z' && data[i+2] != 'X'
 }
 
 // portFree fails with a clear message when something listens on host:port already.
