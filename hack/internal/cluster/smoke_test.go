@@ -34,8 +34,9 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
-// TestSmoke brings the local cluster up, runs one pod from the local registry and
-// brings it down again, leaving nothing behind. make test runs it (as root, after
+// TestSmoke brings the local cluster up, runs one pod from the local registry,
+// checks that a balloon keeps its size across a kubelet restart and brings the
+// cluster down again, leaving nothing behind. make test runs it (as root, after
 // building the binaries): go test -tags smoke ./hack/internal/cluster.
 func TestSmoke(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -109,6 +110,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil || !strings.Contains(string(logs), "smoke-ok") {
 		t.Errorf("pod logs %q, %v", logs, err)
 	}
+
+	checkBalloonAcrossKubeletRestart(ctx, t, c, cs)
 
 	if err := c.Down(ctx); err != nil {
 		t.Fatalf("cluster down: %v", err)

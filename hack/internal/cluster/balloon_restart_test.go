@@ -1,0 +1,277 @@
+//go:build smoke
+
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
+)
+
+// The balloon's identity (KEP-5620). The module's k8s.io/api is upstream's,
+// without the series' constants.
+const (
+	balloonLabel = "node.kubernetes.io/balloon"
+	balloonClass = "system-node-balloon"
+)
+
+// restart stops a daemon of the cluster and starts it again.
+func (c *Cluster) restart(ctx context.Context, name string) error {
+	for _, d := range c.daemons(c.nodes()) {
+		if d.name == name {
+			if err := c.stop(name, 30*time.Second); err != nil {
+				return err
+			}
+			return c.start(ctx, d)
+		}
+	}
+	return fmt.Errorf("the cluster has no daemon %s", name)
+}
+
+// kubeletMetrics reads the first node's kubelet /metrics as kube-apiserver's
+// kubelet client. kube-apiserver's nodes/proxy refuses the node's loopback
+// address ("address not allowed"), so the test asks the kubelet itself.
+func (c *Cluster) kubeletMetrics(ctx context.Context) ([]byte, error) {
+	config := &rest.Config{
+		Host: "https://" + c.firstNode().kubeletAddr(),
+		TLSClientConfig: rest.TLSClientConfig{
+			CertFile: c.path("pki", "apiserver-kubelet-client.crt"),
+			KeyFile:  c.path("pki", "apiserver-kubelet-client.key"),
+			CAFile:   c.path("pki", "ca.crt"),
+		},
+	}
+	client, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, config.Host+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("kubelet /metrics: %s: %s", resp.Status, body)
+	}
+	return body, err
+}
+
+func requests(cpu, memory string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+}
+
+// checkBalloonAcrossKubeletRestart runs on the local cluster's node, the
+// BalloonPod gate on: a balloon grown to its size keeps it across a kubelet
+// restart, and an upsize the kubelet deferred (a workload holds the cpu) stays
+// deferred after it: the kubelet re-admits the balloon at what it allocated,
+// not at its spec, and neither pod restarts or leaves.
+func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Cluster, cs kubernetes.Interface) {
+	pods := cs.CoreV1().Pods(metav1.NamespaceSystem)
+	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, namespace string, cpu string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: corev1.PodSpec{
+				NodeName:                      NodeName(),
+				TerminationGracePeriodSeconds: new(int64),
+				Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers: []corev1.Container{{
+					Name:      "balloon",
+					Image:     images.Names{Registry: RegistryAddr}.Pause(),
+					Resources: corev1.ResourceRequirements{Requests: requests(cpu, "1Mi")},
+					ResizePolicy: []corev1.ContainerResizePolicy{
+						{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+						{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.NotRequired},
+					},
+				}},
+			},
+		}
+	}
+	running := func(namespace, name string) *corev1.Pod {
+		t.Helper()
+		var p *corev1.Pod
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err = cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, nil
+		}); err != nil {
+			t.Fatalf("pod %s/%s is not Running: %v\n%+v", namespace, name, err, p)
+		}
+		return p
+	}
+	// actual returns the cpu and memory the kubelet reports the container runs with.
+	actual := func(p *corev1.Pod) string {
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].Resources == nil {
+			return "none"
+		}
+		r := p.Status.ContainerStatuses[0].Resources.Requests
+		return r.Cpu().String() + "," + r.Memory().String()
+	}
+
+	balloon := pod("smoke-balloon", metav1.NamespaceSystem, "1m")
+	balloon.Labels = map[string]string{balloonLabel: "true"}
+	balloon.Spec.PriorityClassName = balloonClass
+	if _, err := pods.Create(ctx, balloon, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Delete(context.Background(), balloon.Name, metav1.DeleteOptions{})
+	balloon = running(balloon.Namespace, balloon.Name)
+
+	// resize asks for the balloon's new requests and waits for the kubelet's
+	// answer: "" once it runs with them, else the PodResizePending reason.
+	resize := func(want corev1.ResourceList) string {
+		t.Helper()
+		p, err := pods.Get(ctx, balloon.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Containers[0].Resources.Requests = want
+		if p, err = pods.UpdateResize(ctx, p.Name, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		gen, verdict := p.Generation, ""
+		wantActual := want.Cpu().String() + "," + want.Memory().String()
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err = pods.Get(ctx, balloon.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodResizePending && cond.ObservedGeneration >= gen {
+					verdict = cond.Reason
+					return true, nil
+				}
+			}
+			return actual(p) == wantActual, nil
+		}); err != nil {
+			t.Fatalf("the kubelet never answered the resize to %s: %v (runs with %s)", wantActual, err, actual(p))
+		}
+		return verdict
+	}
+	restart := func() {
+		t.Helper()
+		// start waits until the new kubelet has reported the node Ready.
+		if err := c.restart(ctx, "kubelet"); err != nil {
+			t.Fatalf("restarting the kubelet: %v", err)
+		}
+	}
+	// unchanged checks that the pod is the same, never restarted, and runs with want.
+	unchanged := func(before *corev1.Pod, want string) {
+		t.Helper()
+		after := running(before.Namespace, before.Name)
+		if after.UID != before.UID || after.Status.ContainerStatuses[0].RestartCount != 0 || after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
+			t.Errorf("pod %s/%s was replaced or restarted across the kubelet restart: %+v", after.Namespace, after.Name, after.Status.ContainerStatuses)
+		}
+		if got := actual(after); got != want {
+			t.Errorf("pod %s/%s runs with %s after the kubelet restart, want %s", after.Namespace, after.Name, got, want)
+		}
+	}
+
+	if verdict := resize(requests("200m", "32Mi")); verdict != "" {
+		t.Fatalf("the balloon's first upsize was %s; the node must have 200m free", verdict)
+	}
+	balloon = running(balloon.Namespace, balloon.Name)
+	restart()
+	unchanged(balloon, "200m,32Mi")
+	// Until the restarted kubelet has its pods again from the API server, it
+	// reports no balloon.
+	wantMetrics := []string{`kubelet_balloon_resource_requests{resource="cpu",unit="core"} 0.2`, `kubelet_balloon_resource_requests{resource="memory",unit="byte"} 3.3554432e+07`}
+	var metrics []byte
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if metrics, err = c.kubeletMetrics(ctx); err != nil {
+			return false, err
+		}
+		for _, want := range wantMetrics {
+			if !strings.Contains(string(metrics), want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		var balloonLines []string
+		for _, line := range strings.Split(string(metrics), "\n") {
+			if strings.HasPrefix(line, "kubelet_balloon_") || strings.HasPrefix(line, "kubelet_node_effective_") {
+				balloonLines = append(balloonLines, line)
+			}
+		}
+		t.Errorf("after the kubelet restart, its metrics lack %q: %v; they say:\n%s", wantMetrics, err, strings.Join(balloonLines, "\n"))
+	}
+
+	// A workload takes the rest of the cpu but 100m; growing the balloon by
+	// 200m more is deferred, and must stay so across a restart.
+	all, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + NodeName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := node.Status.Allocatable.Cpu().MilliValue()
+	for _, p := range all.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			for _, ctr := range p.Spec.Containers {
+				free -= ctr.Resources.Requests.Cpu().MilliValue()
+			}
+		}
+	}
+	workload := pod("smoke-workload", "default", fmt.Sprintf("%dm", free-100))
+	workload.Spec.Containers[0].Name = "workload"
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, workload, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Pods("default").Delete(context.Background(), workload.Name, metav1.DeleteOptions{})
+	workload = running(workload.Namespace, workload.Name)
+	if verdict := resize(requests("400m", "32Mi")); verdict != corev1.PodReasonDeferred {
+		t.Fatalf("the balloon's upsize into the workload's cpu was %q, want %s", verdict, corev1.PodReasonDeferred)
+	}
+	balloon = running(balloon.Namespace, balloon.Name)
+	restart()
+	unchanged(balloon, "200m,32Mi")
+	unchanged(workload, fmt.Sprintf("%dm,1Mi", free-100))
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, balloon.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonDeferred {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Errorf("the balloon's deferred upsize is no longer Deferred after the kubelet restart: %v", err)
+	}
+}
