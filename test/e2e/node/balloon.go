@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,8 +59,12 @@ import (
 
 const balloonResizeTimeout = 2 * time.Minute
 
-// balloonSizesConfigMap records each node's balloon size (cluster/addons/node-balloon).
-const balloonSizesConfigMap = "node-balloon-sizes"
+const (
+	// balloonSizesConfigMap records each node's balloon size (cluster/addons/node-balloon).
+	balloonSizesConfigMap = "node-balloon-sizes"
+	// balloonProtectionFinalizer is what the addon's size policy adds to each balloon.
+	balloonProtectionFinalizer = "kubernetes.io/balloon-protection"
+)
 
 var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, framework.WithFeatureGate(features.BalloonPod), framework.WithSerial(), func() {
 	f := framework.NewDefaultFramework("balloon")
@@ -144,6 +149,26 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		return pod
 	}
 
+	// releaseBalloon removes the protection finalizer from a balloon, once it
+	// is being deleted.
+	releaseBalloon := func(ctx context.Context, namespace, name string) {
+		gomega.Eventually(ctx, func(ctx context.Context) error {
+			pod, err := f.ClientSet.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && !slices.Contains(pod.Finalizers, balloonProtectionFinalizer)) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if pod.DeletionTimestamp == nil {
+				return fmt.Errorf("balloon %s/%s is not being deleted yet", namespace, name)
+			}
+			pod.Finalizers = slices.DeleteFunc(pod.Finalizers, func(f string) bool { return f == balloonProtectionFinalizer })
+			_, err = f.ClientSet.CoreV1().Pods(namespace).Update(ctx, pod, metav1.UpdateOptions{})
+			return err
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(gomega.Succeed())
+	}
+
 	createBalloon := func(ctx context.Context, cpuMilli int64, bind bool) *v1.Pod {
 		pod := podOnNode(metav1.NamespaceSystem, "e2e-balloon-"+string(uuid.NewUUID())[:8], cpuMilli, bind)
 		pod.Labels = map[string]string{v1.LabelBalloonPod: "true"}
@@ -153,6 +178,9 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		ginkgo.DeferCleanup(func(ctx context.Context) {
 			framework.ExpectNoError(e2epod.DeletePodWithWaitByName(ctx, f.ClientSet, created.Name, created.Namespace))
 		})
+		// Where the addon's size policy is installed, the balloon carries the
+		// protection finalizer; the test lets it go as the resize agent would.
+		ginkgo.DeferCleanup(releaseBalloon, created.Namespace, created.Name)
 		return created
 	}
 
@@ -419,19 +447,35 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(gomega.Succeed())
 	}
 
-	ginkgo.It("reports what balloons hold and the node's effective size in the kubelet's metrics, through cpu and memory resizes", func(ctx context.Context) {
+	// resizeCPUAndMemory grows a new balloon's cpu and memory and shrinks its
+	// memory again, calling check after each step.
+	resizeCPUAndMemory := func(ctx context.Context, check func(context.Context)) {
 		balloon := createBalloon(ctx, 1, true)
 		framework.ExpectNoError(e2epod.WaitForPodNameRunningInNamespace(ctx, f.ClientSet, balloon.Name, balloon.Namespace))
-		expectBalloonMetrics(ctx)
+		check(ctx)
 		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 200), "the node needs some free cpu")
 
 		ginkgo.By("growing the balloon's cpu and memory")
 		gomega.Expect(resizeBalloonTo(ctx, balloon, v1.ResourceList{v1.ResourceCPU: resource.MustParse("150m"), v1.ResourceMemory: resource.MustParse("64Mi")})).To(gomega.BeNil(), "the upsize fits and must be actuated")
-		expectBalloonMetrics(ctx)
+		check(ctx)
 
 		ginkgo.By("shrinking the balloon's memory")
 		gomega.Expect(resizeBalloonTo(ctx, balloon, v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")})).To(gomega.BeNil(), "the downsize must be actuated")
-		expectBalloonMetrics(ctx)
+		check(ctx)
+	}
+
+	ginkgo.It("resizes a balloon's cpu and memory in place", func(ctx context.Context) {
+		resizeCPUAndMemory(ctx, func(context.Context) {})
+	})
+
+	ginkgo.It("reports what balloons hold and the node's effective size in the kubelet's metrics, through cpu and memory resizes", func(ctx context.Context) {
+		// kube-apiserver proxies to no loopback address (a local cluster's node):
+		// "address not allowed".
+		if body, err := f.ClientSet.CoreV1().RESTClient().Get().Resource("nodes").Name(node.Name).SubResource("proxy").Suffix("metrics").DoRaw(ctx); err != nil &&
+			strings.Contains(string(body)+err.Error(), "address not allowed") {
+			e2eskipper.Skipf("kube-apiserver does not proxy to node %s's address: %s", node.Name, body)
+		}
+		resizeCPUAndMemory(ctx, expectBalloonMetrics)
 	})
 
 	// balloonPlugin returns the kubectl balloon plugin next to the kubectl that
@@ -541,15 +585,60 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		framework.ExpectNoError(decoder.Decode(binding))
 		policies := f.ClientSet.AdmissionregistrationV1().MutatingAdmissionPolicies()
 		bindings := f.ClientSet.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+		// probe is what a balloon for the node created now would look like.
+		probe := func(ctx context.Context) (*v1.Pod, error) {
+			pod := podOnNode(metav1.NamespaceSystem, "e2e-probe", 1, true)
+			pod.Labels = map[string]string{v1.LabelBalloonPod: "true"}
+			pod.Spec.PriorityClassName = scheduling.SystemNodeBalloon
+			return f.ClientSet.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		}
+		// mutated tells whether a balloon created now would get the finalizer.
+		mutated := func(ctx context.Context) (bool, error) {
+			pod, err := probe(ctx)
+			return err == nil && slices.Contains(pod.Finalizers, balloonProtectionFinalizer), err
+		}
+		// sized tells whether it would also get the recorded size: the policy
+		// reads the ConfigMap from an informer that starts with the binding.
+		sized := func(ctx context.Context) (bool, error) {
+			pod, err := probe(ctx)
+			return err == nil && slices.Contains(pod.Finalizers, balloonProtectionFinalizer) && pod.Spec.Containers[0].Resources.Requests.Cpu().String() == "120m", err
+		}
+		var createdPolicy, createdBinding bool
 		if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err == nil {
-			ginkgo.DeferCleanup(framework.IgnoreNotFound(policies.Delete), policy.Name, metav1.DeleteOptions{})
+			createdPolicy = true
 		} else if !apierrors.IsAlreadyExists(err) {
 			framework.Failf("creating the size policy: %v", err)
 		}
 		if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err == nil {
-			ginkgo.DeferCleanup(framework.IgnoreNotFound(bindings.Delete), binding.Name, metav1.DeleteOptions{})
+			createdBinding = true
 		} else if !apierrors.IsAlreadyExists(err) {
 			framework.Failf("creating the size policy's binding: %v", err)
+		}
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			if createdBinding {
+				if err := bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+					framework.ExpectNoError(err)
+				}
+			}
+			if createdPolicy {
+				if err := policies.Delete(ctx, policy.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+					framework.ExpectNoError(err)
+				}
+			}
+			if createdBinding || createdPolicy {
+				// The next test's balloons must not get the finalizer.
+				gomega.Eventually(ctx, mutated).WithTimeout(time.Minute).WithPolling(time.Second).Should(gomega.BeFalseBecause("the removed size policy still mutates balloons"))
+			}
+		})
+		// kube-apiserver takes the new policy into account a moment later.
+		if err := framework.Gomega().Eventually(ctx, sized).WithTimeout(time.Minute).WithPolling(time.Second).Should(gomega.BeTrue()); err != nil {
+			if ok, _ := mutated(ctx); ok {
+				// The finalizer comes, the size does not: kube-apiserver's
+				// ConfigMap param informer stopped when an earlier binding went
+				// and holds stale objects until it restarts.
+				e2eskipper.Skipf("the size policy adds the finalizer but reads a stale ConfigMap (kubernetes/kubernetes#130887, fixed by a kube-apiserver restart)")
+			}
+			framework.Failf("the size policy never mutated a balloon (is the MutatingAdmissionPolicy admission plugin on?): %v", err)
 		}
 
 		ginkgo.By("running the addon's DaemonSet")
@@ -630,7 +719,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			return balloon
 		}
 		expectRecordedSize := func(pod *v1.Pod) {
-			gomega.Expect(pod.Finalizers).To(gomega.ContainElement("kubernetes.io/balloon-protection"))
+			gomega.Expect(pod.Finalizers).To(gomega.ContainElement(balloonProtectionFinalizer))
 			for _, requests := range []v1.ResourceList{pod.Spec.Containers[0].Resources.Requests, pod.Status.ContainerStatuses[0].Resources.Requests} {
 				gomega.Expect(requests.Cpu().String()).To(gomega.Equal("120m"))
 				gomega.Expect(requests.Memory().String()).To(gomega.Equal("40Mi"))
