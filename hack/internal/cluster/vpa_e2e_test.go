@@ -884,25 +884,34 @@ func agentRec(ctrs []any) (nodeRec, bool) {
 	return nodeRec{}, false
 }
 
-// sliceTargetsOf reads each node's recommendation from the slices of the namespace.
-func sliceTargetsOf(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeRec {
+// nodeEntries lists the slices of resource in the namespace and calls each for
+// every per-node entry, with its node's name.
+func nodeEntries(t *testing.T, ctx context.Context, dyn dynamic.Interface, resource schema.GroupVersionResource, ns string, each func(node string, entry map[string]any)) {
 	t.Helper()
-	list, err := dyn.Resource(sliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]nodeRec{}
 	for _, item := range list.Items {
 		nodes, _, _ := unstructured.NestedSlice(item.Object, "nodes")
 		for _, n := range nodes {
 			entry, _ := n.(map[string]any)
 			name, _, _ := unstructured.NestedString(entry, "nodeName")
-			ctrs, _, _ := unstructured.NestedSlice(entry, "recommendation", "containerRecommendations")
-			if r, ok := agentRec(ctrs); ok {
-				out[name] = r
-			}
+			each(name, entry)
 		}
 	}
+}
+
+// sliceTargetsOf reads each node's recommendation from the slices of the namespace.
+func sliceTargetsOf(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeRec {
+	t.Helper()
+	out := map[string]nodeRec{}
+	nodeEntries(t, ctx, dyn, sliceResource, ns, func(name string, entry map[string]any) {
+		ctrs, _, _ := unstructured.NestedSlice(entry, "recommendation", "containerRecommendations")
+		if r, ok := agentRec(ctrs); ok {
+			out[name] = r
+		}
+	})
 	return out
 }
 
@@ -942,32 +951,23 @@ type nodeCheckpoint struct {
 
 func checkpointSlices(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeCheckpoint {
 	t.Helper()
-	list, err := dyn.Resource(checkpointSliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]nodeCheckpoint{}
-	for _, item := range list.Items {
-		nodes, _, _ := unstructured.NestedSlice(item.Object, "nodes")
-		for _, n := range nodes {
-			entry, _ := n.(map[string]any)
-			name, _, _ := unstructured.NestedString(entry, "nodeName")
-			ctrs, _, _ := unstructured.NestedSlice(entry, "containers")
-			for _, ctr := range ctrs {
-				m, _ := ctr.(map[string]any)
-				if cn, _, _ := unstructured.NestedString(m, "containerName"); cn != "agent" {
-					continue
-				}
-				var ck nodeCheckpoint
-				first, _, _ := unstructured.NestedString(m, "checkpoint", "firstSampleStart")
-				last, _, _ := unstructured.NestedString(m, "checkpoint", "lastSampleStart")
-				ck.first, _ = time.Parse(time.RFC3339, first)
-				ck.last, _ = time.Parse(time.RFC3339, last)
-				ck.samples, _, _ = unstructured.NestedInt64(m, "checkpoint", "totalSamplesCount")
-				out[name] = ck
+	nodeEntries(t, ctx, dyn, checkpointSliceResource, ns, func(name string, entry map[string]any) {
+		ctrs, _, _ := unstructured.NestedSlice(entry, "containers")
+		for _, ctr := range ctrs {
+			m, _ := ctr.(map[string]any)
+			if cn, _, _ := unstructured.NestedString(m, "containerName"); cn != "agent" {
+				continue
 			}
+			var ck nodeCheckpoint
+			first, _, _ := unstructured.NestedString(m, "checkpoint", "firstSampleStart")
+			last, _, _ := unstructured.NestedString(m, "checkpoint", "lastSampleStart")
+			ck.first, _ = time.Parse(time.RFC3339, first)
+			ck.last, _ = time.Parse(time.RFC3339, last)
+			ck.samples, _, _ = unstructured.NestedInt64(m, "checkpoint", "totalSamplesCount")
+			out[name] = ck
 		}
-	}
+	})
 	return out
 }
 
