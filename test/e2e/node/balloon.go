@@ -675,23 +675,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 				}
 				return list.Items, nil
 			}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(gomega.BeEmpty())
-			untaint := []byte(`{"spec":{"taints":null}}`)
-			current, err := f.ClientSet.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-			framework.ExpectNoError(err)
-			var kept []v1.Taint
-			for _, t := range current.Spec.Taints {
-				if t.Key != v1.TaintNodeBalloonPending {
-					kept = append(kept, t)
-				}
-			}
-			if len(kept) != len(current.Spec.Taints) {
-				if len(kept) > 0 {
-					untaint, err = json.Marshal(map[string]any{"spec": map[string]any{"taints": kept}})
-					framework.ExpectNoError(err)
-				}
-				_, err = f.ClientSet.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, untaint, metav1.PatchOptions{})
-				framework.ExpectNoError(err)
-			}
+			e2enode.RemoveTaintOffNode(ctx, f.ClientSet, node.Name, v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule})
 		})
 
 		// runningBalloon waits for the DaemonSet's balloon on the node other
