@@ -19,7 +19,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e node-e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -62,6 +62,11 @@ cluster-down: preflight
 e2e: tree
 	@hack/preflight.sh root
 	@hack/e2e.sh
+
+## node-e2e: upstream's node e2e suite (test/e2e_node) with its CRI proxy on this machine, kubelet with KubeletImagePullGate on: the image pull specs and the pull gate's (FOCUS=, SKIP=, LABEL_FILTER= to choose; root; not with the local cluster up)
+node-e2e: tree
+	@hack/preflight.sh root
+	@hack/node-e2e.sh
 
 ## kind-image: the fork's kind node image, built offline on the project's own Docker engine (root)
 kind-image: tree

@@ -20,7 +20,13 @@ limitations under the License.
 //	                with -nodes 2 also a second node (a second kubelet and containerd)
 //	cluster down    stop what up started and remove its mounts and network devices
 //	cluster status  say what runs and what is left on the machine
-//	cluster slow-registry  serve the local registry slowly on 127.0.0.1:5001 (up starts it)
+//	cluster slow-registry [-listen ADDR -upstream ADDR -delay D]  serve the local
+//	                registry slowly on 127.0.0.1:5001 (up starts it)
+//	cluster node-e2e-preflight  fail when the suite cannot run now (ports in use)
+//	cluster node-e2e-up    what upstream's node e2e suite runs on (make node-e2e):
+//	                its registry and containerd under _output/node-e2e
+//	cluster node-e2e-down  stop them and the suite's kubelet, and remove their
+//	                mounts, sandboxes and network device
 //	cluster packages  install the Debian packages up needs that are missing (up does it
 //	                too; make test runs it early, in the background)
 //	cluster e2e-images   build the images of upstream's e2e tests (agnhost) into the
@@ -43,6 +49,9 @@ limitations under the License.
 // kind-up, kind-e2e-images, kind-slow-registry and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md).
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
+//
+// Run as sudo, systemd-run or systemctl (make node-e2e links them to this binary),
+// it stands in for them as upstream's node e2e suite uses them (package sysshim).
 package main
 
 import (
@@ -52,14 +61,19 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
+	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
 
 func main() {
+	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
+		os.Exit(sysshim.Main(name, os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
@@ -69,10 +83,16 @@ func main() {
 	kindFlags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	pristine := kindFlags.Bool("pristine", false, "the pristine side of the parity runs: upstream's release built in _output/pristine")
 	workers := kindFlags.Int("workers", 0, "kind-up: this many worker nodes (more than the config's)")
+	slowFlags := flag.NewFlagSet("slow-registry", flag.ExitOnError)
+	listen := slowFlags.String("listen", cluster.SlowRegistryAddr, "the address to serve on")
+	upstream := slowFlags.String("upstream", cluster.RegistryAddr, "the registry to serve")
+	delay := slowFlags.Duration("delay", cluster.SlowRegistryDelay, "how long every manifest request waits")
 	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
 	switch os.Args[1] {
 	case "up":
 		upFlags.Parse(os.Args[2:])
+	case "slow-registry":
+		slowFlags.Parse(os.Args[2:])
 	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
@@ -110,7 +130,13 @@ func main() {
 	case "down":
 		err = c.Down(ctx)
 	case "slow-registry":
-		err = (&cluster.SlowRegistry{Upstream: cluster.RegistryAddr, Delay: cluster.SlowRegistryDelay}).ListenAndServe(ctx, cluster.SlowRegistryAddr)
+		err = (&cluster.SlowRegistry{Upstream: *upstream, Delay: *delay}).ListenAndServe(ctx, *listen)
+	case "node-e2e-preflight":
+		err = cluster.NewNodeE2E(root, os.Stdout).Preflight()
+	case "node-e2e-up":
+		err = cluster.NewNodeE2E(root, os.Stdout).Up(ctx)
+	case "node-e2e-down":
+		err = cluster.NewNodeE2E(root, os.Stdout).Down(ctx)
 	case "packages":
 		err = cluster.InstallPackages(os.Stdout, cluster.Packages)
 	case "e2e-images":

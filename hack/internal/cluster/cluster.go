@@ -326,7 +326,7 @@ func (c *Cluster) writePKI(nodes []node) error {
 
 func (c *Cluster) writeConfigs(nodes []node) error {
 	files := map[string]string{
-		c.path("etc", "registry.yml"):     registryConfig(c.path("registry")),
+		c.path("etc", "registry.yml"):     registryConfig(c.path("registry"), RegistryAddr),
 		c.path("etc", "image-repos.yaml"): RepoList(RegistryAddr),
 	}
 	for _, n := range nodes {
@@ -466,7 +466,11 @@ func getOK(client *http.Client, url string) func(context.Context, time.Time) err
 
 // manifestExists asks the local registry for an OCI image manifest.
 func manifestExists(ctx context.Context, name, tag string) bool {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+RegistryAddr+"/v2/"+name+"/manifests/"+tag, nil)
+	return manifestIn(ctx, RegistryAddr, name, tag)
+}
+
+func manifestIn(ctx context.Context, registry, name, tag string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+registry+"/v2/"+name+"/manifests/"+tag, nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
-func registryConfig(storage string) string {
+func registryConfig(storage, addr string) string {
 	return fmt.Sprintf(`version: 0.1
 log:
   level: info
@@ -36,10 +36,14 @@ storage:
     enabled: true
 http:
   addr: %s
-`, storage, RegistryAddr)
+`, storage, addr)
 }
 
-func containerdConfig(n node) string {
+func containerdConfig(n node) string { return containerdConfigWith(n, RegistryAddr, SlowRegistryAddr) }
+
+// containerdConfigWith is a node's containerd configuration with its sandbox image
+// from registry, which it reaches over plain HTTP, as it does slow.
+func containerdConfigWith(n node, registry, slow string) string {
 	// The second node's runc keeps its state apart from the first's (runc's
 	// default root is per namespace, and both containerds use k8s.io).
 	runcRoot := ""
@@ -82,8 +86,8 @@ state = %[2]q
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[8]s"]
     endpoint = ["http://%[8]s"]
 `, n.path("containerd", "root"), n.path("containerd", "state"), n.containerdSocket(),
-		n.path("containerd", "opt"), images.Names{Registry: RegistryAddr}.Pause(),
-		n.path("cni", "net.d"), RegistryAddr, SlowRegistryAddr, runcRoot)
+		n.path("containerd", "opt"), images.Names{Registry: registry}.Pause(),
+		n.path("cni", "net.d"), registry, slow, runcRoot)
 }
 
 // cniConfig is a bridge of the node's own with host-local addresses; no
