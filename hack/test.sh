@@ -120,10 +120,11 @@ go test "${TEST_BUILD_FLAGS[@]}" -json -vet=off ./hack/... >"$TESTOUT/hack.json"
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
 # unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree, but those under
-# test/integration/, which need etcd (see integration_tests).
+# test/integration/, which need etcd (see integration_tests), and test/e2e_node, whose
+# test binary is the node e2e suite (make node-e2e; upstream's make test leaves it out too).
 unit_tests() {
   local up=$1 dir=$2 pkgs tmp overlay flags=()
-  pkgs=$("$SERIES" touched "$up" | grep -v '^\./test/integration/') || { echo "no tree for $up"; return 1; }
+  pkgs=$("$SERIES" touched "$up" | grep -v -e '^\./test/integration/' -e '^\./test/e2e_node$') || { echo "no tree for $up"; return 1; }
   echo "== unit tests: $up ($(wc -w <<<"$pkgs") packages, ${TEST_BUILD_FLAGS[*]})"
   tmp=$(mktemp -d)
   overlay=$(fuzz_iters_overlay "$dir" "$tmp" $pkgs)
