@@ -28,6 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -44,13 +45,20 @@ const (
 	balloonClass = "system-node-balloon"
 )
 
-// restart stops a daemon of the cluster and starts it again.
-func (c *Cluster) restart(ctx context.Context, name string) error {
+// restart stops a daemon of the cluster and starts it again, with extraArgs
+// after its usual ones; before is run while it is stopped.
+func (c *Cluster) restart(ctx context.Context, name string, before func() error, extraArgs ...string) error {
 	for _, d := range c.daemons(c.nodes()) {
 		if d.name == name {
 			if err := c.stop(name, 30*time.Second); err != nil {
 				return err
 			}
+			if before != nil {
+				if err := before(); err != nil {
+					return err
+				}
+			}
+			d.args = append(d.args, extraArgs...)
 			return c.start(ctx, d)
 		}
 	}
@@ -93,6 +101,78 @@ func requests(cpu, memory string) corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
 }
 
+// smokePod is a pause pod bound to the node, resizable in place, that
+// tolerates every taint.
+func smokePod(name, namespace, cpu, memory string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			NodeName:                      NodeName(),
+			TerminationGracePeriodSeconds: new(int64),
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name:      "balloon",
+				Image:     images.Names{Registry: RegistryAddr}.Pause(),
+				Resources: corev1.ResourceRequirements{Requests: requests(cpu, memory)},
+				ResizePolicy: []corev1.ContainerResizePolicy{
+					{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+					{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.NotRequired},
+				},
+			}},
+		},
+	}
+}
+
+// smokeBalloon is a balloon of the given requests on the node.
+func smokeBalloon(name, cpu, memory string) *corev1.Pod {
+	balloon := smokePod(name, metav1.NamespaceSystem, cpu, memory)
+	balloon.Labels = map[string]string{balloonLabel: "true"}
+	balloon.Spec.PriorityClassName = balloonClass
+	return balloon
+}
+
+// waitRunning waits until the pod runs and returns it.
+func waitRunning(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("pod %s/%s is not Running: %v\n%+v", namespace, name, err, p)
+	}
+	return p
+}
+
+// actualRequests returns the cpu and memory the kubelet reports the pod's only
+// container runs with.
+func actualRequests(p *corev1.Pod) string {
+	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].Resources == nil {
+		return "none"
+	}
+	r := p.Status.ContainerStatuses[0].Resources.Requests
+	return r.Cpu().String() + "," + r.Memory().String()
+}
+
+// deletePod deletes the pod and waits until it is gone, so that the next check
+// finds the node's capacity free again.
+func deletePod(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	pods := cs.CoreV1().Pods(pod.Namespace)
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		return
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("pod %s/%s is not gone: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
 // checkBalloonAcrossKubeletRestart runs on the local cluster's node, the
 // BalloonPod gate on: a balloon grown to its size keeps it across a kubelet
 // restart, and an upsize the kubelet deferred (a workload holds the cpu) stays
@@ -104,53 +184,12 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := func(name, namespace string, cpu string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-			Spec: corev1.PodSpec{
-				NodeName:                      NodeName(),
-				TerminationGracePeriodSeconds: new(int64),
-				Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers: []corev1.Container{{
-					Name:      "balloon",
-					Image:     images.Names{Registry: RegistryAddr}.Pause(),
-					Resources: corev1.ResourceRequirements{Requests: requests(cpu, "1Mi")},
-					ResizePolicy: []corev1.ContainerResizePolicy{
-						{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
-						{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.NotRequired},
-					},
-				}},
-			},
-		}
-	}
-	running := func(namespace, name string) *corev1.Pod {
-		t.Helper()
-		var p *corev1.Pod
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err = cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-			return err == nil && p.Status.Phase == corev1.PodRunning, nil
-		}); err != nil {
-			t.Fatalf("pod %s/%s is not Running: %v\n%+v", namespace, name, err, p)
-		}
-		return p
-	}
-	// actual returns the cpu and memory the kubelet reports the container runs with.
-	actual := func(p *corev1.Pod) string {
-		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].Resources == nil {
-			return "none"
-		}
-		r := p.Status.ContainerStatuses[0].Resources.Requests
-		return r.Cpu().String() + "," + r.Memory().String()
-	}
-
-	balloon := pod("smoke-balloon", metav1.NamespaceSystem, "1m")
-	balloon.Labels = map[string]string{balloonLabel: "true"}
-	balloon.Spec.PriorityClassName = balloonClass
+	balloon := smokeBalloon("smoke-balloon", "1m", "1Mi")
 	if _, err := pods.Create(ctx, balloon, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer pods.Delete(context.Background(), balloon.Name, metav1.DeleteOptions{})
-	balloon = running(balloon.Namespace, balloon.Name)
+	defer deletePod(t, cs, balloon)
+	balloon = waitRunning(ctx, t, cs, balloon.Namespace, balloon.Name)
 
 	// resize asks for the balloon's new requests and waits for the kubelet's
 	// answer: "" once it runs with them, else the PodResizePending reason.
@@ -177,27 +216,27 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 					return true, nil
 				}
 			}
-			return actual(p) == wantActual, nil
+			return actualRequests(p) == wantActual, nil
 		}); err != nil {
-			t.Fatalf("the kubelet never answered the resize to %s: %v (runs with %s)", wantActual, err, actual(p))
+			t.Fatalf("the kubelet never answered the resize to %s: %v (runs with %s)", wantActual, err, actualRequests(p))
 		}
 		return verdict
 	}
 	restart := func() {
 		t.Helper()
 		// start waits until the new kubelet has reported the node Ready.
-		if err := c.restart(ctx, "kubelet"); err != nil {
+		if err := c.restart(ctx, "kubelet", nil); err != nil {
 			t.Fatalf("restarting the kubelet: %v", err)
 		}
 	}
 	// unchanged checks that the pod is the same, never restarted, and runs with want.
 	unchanged := func(before *corev1.Pod, want string) {
 		t.Helper()
-		after := running(before.Namespace, before.Name)
+		after := waitRunning(ctx, t, cs, before.Namespace, before.Name)
 		if after.UID != before.UID || after.Status.ContainerStatuses[0].RestartCount != 0 || after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
 			t.Errorf("pod %s/%s was replaced or restarted across the kubelet restart: %+v", after.Namespace, after.Name, after.Status.ContainerStatuses)
 		}
-		if got := actual(after); got != want {
+		if got := actualRequests(after); got != want {
 			t.Errorf("pod %s/%s runs with %s after the kubelet restart, want %s", after.Namespace, after.Name, got, want)
 		}
 	}
@@ -205,7 +244,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	if verdict := resize(requests("200m", "32Mi")); verdict != "" {
 		t.Fatalf("the balloon's first upsize was %s; the node must have 200m free", verdict)
 	}
-	balloon = running(balloon.Namespace, balloon.Name)
+	balloon = waitRunning(ctx, t, cs, balloon.Namespace, balloon.Name)
 	restart()
 	unchanged(balloon, "200m,32Mi")
 	// Until the restarted kubelet has its pods again from the API server, it
@@ -246,17 +285,17 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 			}
 		}
 	}
-	workload := pod("smoke-workload", "default", fmt.Sprintf("%dm", free-100))
+	workload := smokePod("smoke-workload", "default", fmt.Sprintf("%dm", free-100), "1Mi")
 	workload.Spec.Containers[0].Name = "workload"
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, workload, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer cs.CoreV1().Pods("default").Delete(context.Background(), workload.Name, metav1.DeleteOptions{})
-	workload = running(workload.Namespace, workload.Name)
+	defer deletePod(t, cs, workload)
+	workload = waitRunning(ctx, t, cs, workload.Namespace, workload.Name)
 	if verdict := resize(requests("400m", "32Mi")); verdict != corev1.PodReasonDeferred {
 		t.Fatalf("the balloon's upsize into the workload's cpu was %q, want %s", verdict, corev1.PodReasonDeferred)
 	}
-	balloon = running(balloon.Namespace, balloon.Name)
+	balloon = waitRunning(ctx, t, cs, balloon.Namespace, balloon.Name)
 	restart()
 	unchanged(balloon, "200m,32Mi")
 	unchanged(workload, fmt.Sprintf("%dm,1Mi", free-100))

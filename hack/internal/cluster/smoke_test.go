@@ -35,8 +35,8 @@ import (
 )
 
 // TestSmoke brings the local cluster up, runs one pod from the local registry,
-// checks that a balloon keeps its size across a kubelet restart and brings the
-// cluster down again, leaving nothing behind. make test runs it (as root, after
+// checks that a balloon keeps its size across a kubelet restart and the node's
+// re-registration, and brings the cluster down again, leaving nothing behind. make test runs it (as root, after
 // building the binaries): go test -tags smoke ./hack/internal/cluster.
 func TestSmoke(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -112,6 +112,8 @@ func TestSmoke(t *testing.T) {
 	}
 
 	checkBalloonAcrossKubeletRestart(ctx, t, c, cs)
+	checkBalloonAcrossReregistration(ctx, t, c, cs)
+	deletePod(t, cs, pod)
 
 	if err := c.Down(ctx); err != nil {
 		t.Fatalf("cluster down: %v", err)
