@@ -38,13 +38,18 @@ const (
 	SlowRegistryDelay = 3 * time.Second
 )
 
-// manifestPath matches /v2/<name>/manifests/<reference>.
-var manifestPath = regexp.MustCompile(`^/v2/(.+)/manifests/([^/]+)$`)
+// manifestPath matches /v2/<name>/manifests/<reference>; repoPath any /v2/<name>/(manifests|blobs)/... .
+var (
+	manifestPath = regexp.MustCompile(`^/v2/(.+)/manifests/([^/]+)$`)
+	repoPath     = regexp.MustCompile(`^(/v2/.+)--[^/]*(/(?:manifests|blobs)/.*)$`)
+)
 
 // SlowRegistry is a reverse proxy to a registry that delays manifest requests and
-// serves "<tag>--<anything>" as "<tag>", so that a test can pull an image under a
-// name the node has never seen. GET /carry/requests/<name>:<tag> tells how many
-// manifest requests a tag received.
+// serves "<tag>--<anything>" as "<tag>" and a repository "<name>--<anything>" as
+// "<name>", so that a test can pull an image under a name the node has never seen
+// (a new repository: the kubelet keeps what credentials pulled an image by
+// repository). GET /carry/requests/<name>:<tag> tells how many manifest requests a
+// tag received.
 type SlowRegistry struct {
 	Upstream string
 	Delay    time.Duration
@@ -76,6 +81,9 @@ func (s *SlowRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if tag, _, ok := strings.Cut(m[2], "--"); ok {
 			r.URL.Path = "/v2/" + m[1] + "/manifests/" + tag
 		}
+	}
+	if m := repoPath.FindStringSubmatch(r.URL.Path); m != nil {
+		r.URL.Path = m[1] + m[2]
 	}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: s.Upstream})
 	proxy.ServeHTTP(w, r)
