@@ -20,6 +20,7 @@ package e2enode
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/features"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletevents "k8s.io/kubernetes/pkg/kubelet/events"
@@ -79,13 +81,21 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		})
 	})
 
-	// newImage is the e2e busybox image under a name the node has never pulled.
+	// newImage is the e2e busybox image under a tag the node has never pulled.
 	newImage := func() string {
 		_, path, _ := strings.Cut(imageutils.GetE2EImage(imageutils.BusyBox), "/")
 		return registry + "/" + path + "--" + string(uuid.NewUUID())
 	}
-	newPod := func(ctx context.Context, name, image string, policy v1.PullPolicy) *v1.Pod {
-		return e2epod.NewPodClient(f).Create(ctx, &v1.Pod{
+	// newRepositoryImage is the e2e busybox image in a repository the node has never
+	// pulled from: the kubelet keeps the credentials that pulled an image by repository.
+	newRepositoryImage := func() string {
+		_, path, _ := strings.Cut(imageutils.GetE2EImage(imageutils.BusyBox), "/")
+		repo, tag, _ := strings.Cut(path, ":")
+		return registry + "/" + repo + "--" + string(uuid.NewUUID()) + ":" + tag
+	}
+	// newPodIn creates a pod of image in a namespace, with a pull secret unless secret is "".
+	newPodIn := func(ctx context.Context, namespace, name, image string, policy v1.PullPolicy, secret string) *v1.Pod {
+		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1.PodSpec{
 				Containers: []v1.Container{{
@@ -96,11 +106,28 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 				}},
 				TerminationGracePeriodSeconds: ptr.To[int64](0),
 			},
-		})
+		}
+		if secret != "" {
+			pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: secret}}
+		}
+		return e2epod.PodClientNS(f, namespace).Create(ctx, pod)
 	}
-	// messages are the messages of the events of one reason for each pod.
-	messages := func(ctx context.Context, reason string) map[string][]string {
-		events, err := f.ClientSet.CoreV1().Events(f.Namespace.Name).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+	newPod := func(ctx context.Context, name, image string, policy v1.PullPolicy) *v1.Pod {
+		return newPodIn(ctx, f.Namespace.Name, name, image, policy, "")
+	}
+	// pullSecret creates a secret with credentials for the registry.
+	pullSecret := func(ctx context.Context, namespace, name, credentials string) {
+		config := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, registry, base64.StdEncoding.EncodeToString([]byte(credentials)))
+		_, err := f.ClientSet.CoreV1().Secrets(namespace).Create(ctx, &v1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Type:       v1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{v1.DockerConfigJsonKey: []byte(config)},
+		}, metav1.CreateOptions{})
+		framework.ExpectNoError(err)
+	}
+	// messagesIn are the messages of the events of one reason for each pod of a namespace.
+	messagesIn := func(ctx context.Context, namespace, reason string) map[string][]string {
+		events, err := f.ClientSet.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
 		framework.ExpectNoError(err)
 		out := map[string][]string{}
 		for _, e := range events.Items {
@@ -108,11 +135,18 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		}
 		return out
 	}
-	eventually := func(ctx context.Context, reason, pod, substr string) {
+	messages := func(ctx context.Context, reason string) map[string][]string {
+		return messagesIn(ctx, f.Namespace.Name, reason)
+	}
+	eventuallyIn := func(ctx context.Context, namespace, reason, pod, substr string) {
 		ginkgo.GinkgoHelper()
 		gomega.Eventually(ctx, func(ctx context.Context) []string {
-			return messages(ctx, reason)[pod]
-		}).WithTimeout(time.Minute).Should(gomega.ContainElement(gomega.ContainSubstring(substr)), "a %s event of pod %s", reason, pod)
+			return messagesIn(ctx, namespace, reason)[pod]
+		}).WithTimeout(time.Minute).Should(gomega.ContainElement(gomega.ContainSubstring(substr)), "a %s event of pod %s/%s", reason, namespace, pod)
+	}
+	eventually := func(ctx context.Context, reason, pod, substr string) {
+		ginkgo.GinkgoHelper()
+		eventuallyIn(ctx, f.Namespace.Name, reason, pod, substr)
 	}
 	arrived := func(n int, why string) {
 		ginkgo.GinkgoHelper()
@@ -122,7 +156,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 	running := func(ctx context.Context, pods ...*v1.Pod) {
 		ginkgo.GinkgoHelper()
 		for _, p := range pods {
-			framework.ExpectNoError(e2epod.WaitTimeoutForPodRunningInNamespace(ctx, f.ClientSet, p.Name, f.Namespace.Name, 2*time.Minute))
+			framework.ExpectNoError(e2epod.WaitTimeoutForPodRunningInNamespace(ctx, f.ClientSet, p.Name, p.Namespace, 2*time.Minute))
 		}
 	}
 
@@ -189,6 +223,31 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 			gomega.Expect(after[kubeletmetrics.ImagePullQueuePullsAvoidedKey] - before[kubeletmetrics.ImagePullQueuePullsAvoidedKey]).To(gomega.Equal(1.0))
 		})
 
+		ginkgo.It("should let a pod use an image another pod pulled only with the same credentials", func(ctx context.Context) {
+			// KEP-2535 (KubeletEnsureSecretPulledImages): a pod that waited for another
+			// pod's pull checks the image again with its own credentials.
+			other, err := f.CreateNamespace(ctx, "image-pull-gate-other", nil)
+			framework.ExpectNoError(err)
+			pullSecret(ctx, f.Namespace.Name, "creds", "user:secret")
+			pullSecret(ctx, other.Name, "same-creds", "user:secret")
+			image := newRepositoryImage()
+			first := newPodIn(ctx, f.Namespace.Name, "first", image, v1.PullIfNotPresent, "creds")
+			arrived(1, "the first pod pulls")
+			same := newPodIn(ctx, other.Name, "same-credentials", image, v1.PullIfNotPresent, "same-creds")
+			none := newPodIn(ctx, other.Name, "no-credentials", image, v1.PullIfNotPresent, "")
+			for _, p := range []*v1.Pod{same, none} {
+				eventuallyIn(ctx, other.Name, kubeletevents.QueuedImagePull, p.Name, "started for another pod")
+			}
+			arrived(1, "the other pods wait for the first pod's pull")
+
+			pulls.releaseAll()
+			running(ctx, first, same, none)
+			eventuallyIn(ctx, other.Name, kubeletevents.PulledImage, same.Name, "pulled for another pod while this one waited")
+			gomega.Expect(messagesIn(ctx, other.Name, kubeletevents.PullingImage)).NotTo(gomega.HaveKey(same.Name), "the pod with the same credentials pulled")
+			gomega.Expect(messagesIn(ctx, other.Name, kubeletevents.PullingImage)).To(gomega.HaveKey(none.Name), "the pod without credentials used the image pulled with the first pod's")
+			gomega.Expect(pulls.arrived()).To(gomega.Equal(2), "pulls that reached the runtime: the first pod's and the pod's without credentials")
+		})
+
 		ginkgo.It("should never pull the image of a pod deleted while its pull waits for a slot", func(ctx context.Context) {
 			before := pullQueueMetrics(ctx)
 			holders := []*v1.Pod{
@@ -232,6 +291,67 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 
 			pulls.releaseAll()
 			running(ctx, first, late)
+		})
+	})
+
+	// abandonRunningPull deletes a pod while its pull runs in the runtime (held
+	// at the CRI proxy), checks that the pull gives up its slot at once, then
+	// lets every pull go on. It returns the image of the deleted pod and whether
+	// the image is on the node.
+	abandonRunningPull := func(ctx context.Context) (string, func(context.Context) bool) {
+		ginkgo.GinkgoHelper()
+		image := newImage()
+		newPod(ctx, "abandoned", image, v1.PullIfNotPresent)
+		arrived(1, "the pod's pull reaches the runtime")
+		ginkgo.By("deleting the pod whose pull runs")
+		e2epod.NewPodClient(f).DeleteSync(ctx, "abandoned", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, time.Minute)
+		next := newPod(ctx, "next", newImage(), v1.PullIfNotPresent)
+		arrived(2, "the abandoned pull gives up its slot")
+		pulls.releaseAll()
+		running(ctx, next)
+
+		_, is, err := getCRIClient(ctx)
+		framework.ExpectNoError(err)
+		return image, func(ctx context.Context) bool {
+			status, err := is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+			framework.ExpectNoError(err)
+			return status.GetImage() != nil
+		}
+	}
+
+	ginkgo.Context("with maxParallelImagePulls=1 and abandonedImagePullPolicy=Detach", func() {
+		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
+			initialConfig.SerializeImagePulls = false
+			initialConfig.MaxParallelImagePulls = ptr.To[int32](1)
+			initialConfig.ImagePullQueueTimeout = metav1.Duration{}
+			initialConfig.AbandonedImagePullPolicy = kubeletconfig.DetachAbandonedImagePulls
+		})
+
+		ginkgo.It("should let the running pull of a deleted pod finish without its slot", func(ctx context.Context) {
+			image, present := abandonRunningPull(ctx)
+			gomega.Eventually(ctx, present).WithTimeout(time.Minute).Should(gomega.BeTrueBecause("the detached pull completes"))
+			again := newPod(ctx, "again", image, v1.PullIfNotPresent)
+			running(ctx, again)
+			gomega.Expect(pulls.arrived()).To(gomega.Equal(2), "a new pod of the image pulled it again")
+		})
+	})
+
+	ginkgo.Context("with maxParallelImagePulls=1 and abandonedImagePullPolicy=Cancel", func() {
+		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
+			initialConfig.SerializeImagePulls = false
+			initialConfig.MaxParallelImagePulls = ptr.To[int32](1)
+			initialConfig.ImagePullQueueTimeout = metav1.Duration{}
+			initialConfig.AbandonedImagePullPolicy = kubeletconfig.CancelAbandonedImagePulls
+		})
+
+		ginkgo.It("should cancel the running pull of a deleted pod", func(ctx context.Context) {
+			image, present := abandonRunningPull(ctx)
+			// The proxy hands the released call to the runtime with the context the
+			// kubelet cancelled: the pull fails.
+			gomega.Consistently(ctx, present).WithTimeout(5 * time.Second).Should(gomega.BeFalseBecause("the cancelled pull left the image"))
+			again := newPod(ctx, "again", image, v1.PullIfNotPresent)
+			running(ctx, again)
+			gomega.Expect(pulls.arrived()).To(gomega.Equal(3), "a new pod of the image pulls it")
 		})
 	})
 })
