@@ -73,6 +73,16 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		if err := resetCRIProxyInjector(e2eCriProxy); err != nil {
 			ginkgo.Skip("Skip the test since the CRI Proxy is undefined.")
 		}
+		// A pod of an earlier spec whose namespace is still being deleted may pull
+		// again (back-off, or the kubelet's restart): its PullImage would count.
+		ginkgo.By("waiting for the pods of earlier specs to be gone")
+		gomega.Eventually(ctx, func(ctx context.Context) ([]v1.Pod, error) {
+			pods, err := f.ClientSet.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return pods.Items, nil
+		}).WithTimeout(3 * time.Minute).Should(gomega.BeEmpty())
 		pulls = newPullBlocker()
 		framework.ExpectNoError(addCRIProxyInjector(e2eCriProxy, pulls.inject))
 		ginkgo.DeferCleanup(func() error {
