@@ -157,7 +157,7 @@ func actualRequests(p *corev1.Pod) string {
 
 // deletePod deletes the pod and waits until it is gone, so that the next check
 // finds the node's capacity free again.
-func deletePod(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod) {
+func deletePod(t testing.TB, cs kubernetes.Interface, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	pods := cs.CoreV1().Pods(pod.Namespace)

@@ -30,40 +30,50 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
-// TestSmoke brings the local cluster up, runs one pod from the local registry,
-// checks that a balloon keeps its size across a kubelet restart and the node's
-// re-registration, and brings the cluster down again, leaving nothing behind. make test runs it (as root, after
-// building the binaries): go test -tags smoke ./hack/internal/cluster.
-func TestSmoke(t *testing.T) {
+// upForTest brings the local cluster up for a test or benchmark that needs its
+// ports, and down again at its end.
+func upForTest(ctx context.Context, tb testing.TB) (*Cluster, kubernetes.Interface) {
+	tb.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the local cluster needs root")
+		tb.Skip("the local cluster needs root")
 	}
 	root, err := filepath.Abs("../../..")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	c := New(root, testWriter{t})
+	c := New(root, testWriter{tb})
 	if _, ok := c.running("kube-apiserver"); ok {
-		t.Skip("a local cluster is running already (make cluster-down first); the smoke test needs its ports")
+		tb.Skip("a local cluster is running already (make cluster-down first); the test needs its ports")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := c.Down(context.Background()); err != nil {
-			t.Errorf("cluster down: %v", err)
+			tb.Errorf("cluster down: %v", err)
 		}
 	})
 	if err := c.Up(ctx); err != nil {
-		t.Fatalf("cluster up: %v", err)
+		tb.Fatalf("cluster up: %v", err)
 	}
 	cs, err := c.Client()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return c, cs
+}
+
+// TestSmoke brings the local cluster up, runs one pod from the local registry,
+// checks that a balloon keeps its size across a kubelet restart and the node's
+// re-registration, and brings the cluster down again, leaving nothing behind.
+// make test runs it (as root, after building the binaries):
+// go test -tags smoke ./hack/internal/cluster.
+func TestSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	c, cs := upForTest(ctx, t)
 
 	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
 	if err != nil {

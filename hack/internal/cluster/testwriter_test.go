@@ -24,7 +24,7 @@ import (
 )
 
 // testWriter logs the cluster's progress into the test's log.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

@@ -243,10 +243,18 @@ func Agnhost(tree, work string, busybox v1.Image) (v1.Image, error) {
 
 // Synthetic is an image of about mib MiB of incompressible data on the pause image, so
 // that a pod runs it; the same size always gives the same image.
-func Synthetic(pause v1.Image, mib int) (v1.Image, error) {
+func Synthetic(pause v1.Image, mib int) (v1.Image, error) { return SyntheticVariant(pause, mib, 0) }
+
+// SyntheticVariant is Synthetic with other data for each variant (0 is Synthetic's),
+// for images of one size that share no layer but the pause image's.
+func SyntheticVariant(pause v1.Image, mib, variant int) (v1.Image, error) {
 	data := make([]byte, mib<<20)
 	var seed [32]byte
-	copy(seed[:], fmt.Sprintf("kube-carry synthetic %d MiB", mib))
+	s := fmt.Sprintf("kube-carry synthetic %d MiB", mib)
+	if variant != 0 {
+		s += fmt.Sprintf(" #%d", variant)
+	}
+	copy(seed[:], s)
 	rand.NewChaCha8(seed).Read(data)
 	l, err := Layer([]File{{Path: "data/blob", Data: data}})
 	if err != nil {

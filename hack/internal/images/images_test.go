@@ -88,11 +88,15 @@ func TestSyntheticImagesHaveTheirSizeAndAreDeterministic(t *testing.T) {
 	}
 	b, _ := Synthetic(base, 2)
 	c, _ := Synthetic(base, 3)
+	variant0, _ := SyntheticVariant(base, 2, 0)
+	variant1, _ := SyntheticVariant(base, 2, 1)
 	da, _ := a.Digest()
 	db, _ := b.Digest()
 	dc, _ := c.Digest()
-	if da != db || da == dc {
-		t.Errorf("digests: %s %s %s", da, db, dc)
+	d0, _ := variant0.Digest()
+	d1, _ := variant1.Digest()
+	if da != db || da == dc || d0 != da || d1 == da {
+		t.Errorf("digests: 2 MiB %s %s, 3 MiB %s, 2 MiB variants 0 %s and 1 %s", da, db, dc, d0, d1)
 	}
 	layers, _ := a.Layers()
 	size, _ := layers[len(layers)-1].Size()
