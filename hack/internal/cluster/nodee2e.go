@@ -118,8 +118,19 @@ func (e *NodeE2E) Up(ctx context.Context) error {
 			return err
 		}
 		if d.name == "registry" {
-			if err := e.pushImages(ctx); err != nil {
+			pushed, err := e.pushImages(ctx)
+			if err != nil {
 				return err
+			}
+			if pushed {
+				// containerd would keep running the images of an earlier version
+				// under the same names (the specs pull agnhost IfNotPresent).
+				if err := unmountUnder(e.c.path("containerd")); err != nil {
+					return err
+				}
+				if err := os.RemoveAll(e.c.path("containerd", "root")); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -163,14 +174,25 @@ func (e *NodeE2E) daemons() []daemon {
 	}
 }
 
+// nodeE2EImagesMarker is pushed last: the registry holds the images of this
+// version of pushImages (a change to them changes the marker's tag).
+const nodeE2EImagesMarker = "carry/node-e2e-images:2"
+
 // pushImages builds the images the specs pull (test/utils/image): pause (also
-// containerd's sandbox image), busybox, agnhost, and agnhost again as AgnhostPrev,
-// which the parallel pull specs pull as an image other than agnhost.
-func (e *NodeE2E) pushImages(ctx context.Context) error {
-	if manifestIn(ctx, NodeE2ERegistryAddr, "e2e-test-images/agnhost", images.AgnhostPrevTag) {
-		return nil // pushed by an earlier run
+// containerd's sandbox image), busybox, agnhost with the fake registry's
+// /var/registry (upstream's credential specs), and that agnhost again as
+// AgnhostPrev, which the parallel pull specs pull as an image other than agnhost.
+// It tells whether it pushed them.
+func (e *NodeE2E) pushImages(ctx context.Context) (bool, error) {
+	marker, tag, _ := strings.Cut(nodeE2EImagesMarker, ":")
+	if manifestIn(ctx, NodeE2ERegistryAddr, marker, tag) {
+		return false, nil // pushed by an earlier run
 	}
 	e.c.logf("%-24s building pause, busybox and agnhost", "images")
+	return true, e.buildAndPush(ctx)
+}
+
+func (e *NodeE2E) buildAndPush(ctx context.Context) error {
 	work, err := os.MkdirTemp("", "kube-carry-images-")
 	if err != nil {
 		return err
@@ -185,9 +207,16 @@ func (e *NodeE2E) pushImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	set[n.Agnhost()] = e2e[n.Agnhost()]
-	set[n.E2E("agnhost", images.AgnhostPrevTag)] = e2e[n.Agnhost()]
+	agnhost, err := images.WithFakeRegistry(e2e[n.Agnhost()], set[n.Pause()])
+	if err != nil {
+		return err
+	}
+	set[n.Agnhost()] = agnhost
+	set[n.E2E("agnhost", images.AgnhostPrevTag)] = agnhost
 	if err := set.Push(ctx); err != nil {
+		return err
+	}
+	if err := (images.Set{NodeE2ERegistryAddr + "/" + nodeE2EImagesMarker: set[n.Pause()]}).Push(ctx); err != nil {
 		return err
 	}
 	e.c.logf("%-24s pushed %d images to %s", "images", len(set), NodeE2ERegistryAddr)
