@@ -113,13 +113,15 @@ func BenchmarkImagePullBurst(b *testing.B) {
 				registry := startThrottledRegistry(ctx, b, link.shared)
 				var seconds float64
 				var pulls, served int64
-				for range b.N {
+				for i := range b.N {
 					b.StopTimer()
 					removeBurstImages(ctx, b, c, ids)
 					registry.reset()
 					b.StartTimer()
-					seconds += runBurst(ctx, b, cs, registry.addr).Seconds()
+					took := runBurst(ctx, b, cs, registry.addr)
 					b.StopTimer()
+					b.Logf("burst %d: %.2f s, %d registry pulls, %.1f MiB", i+1, took.Seconds(), registry.pulls(), float64(registry.blobBytes.Load())/(1<<20))
+					seconds += took.Seconds()
 					pulls += registry.pulls()
 					served += registry.blobBytes.Load()
 				}
