@@ -63,10 +63,10 @@ func reportedImagePullLimit(resp *runtimeapi.StatusResponse) *int32 {
 	return nil
 }
 
-// pullAbandoned tells a container start that failed because its image pull was
-// abandoned (KubeletImagePullGate): the pod is terminating and no longer waits for
-// the image. Nothing failed, so the start leaves no failure behind: no event, no
-// start error in the pod's status or metrics.
+// pullAbandoned tells a container start, or a pod's image volumes, that failed
+// because an image pull was abandoned (KubeletImagePullGate): the pod is terminating
+// and no longer waits for the image. Nothing failed, so the sync leaves no failure
+// behind: no event, no start error in the pod's status or metrics.
 func pullAbandoned(err error) bool {
 	return errors.Is(err, images.ErrPullAbandoned)
 }

@@ -130,29 +130,33 @@ func (abandoningImageManager) EnsureImageExists(_ context.Context, _ *v1.ObjectR
 	return "", err.Error(), err
 }
 
-// TestAbandonedImagePullLeavesNoFailure: a container whose image pull was abandoned
-// because its pod is terminating gets no Warning event and no failed start, which
-// would otherwise reach the pod's status through the reason cache.
+// TestAbandonedImagePullLeavesNoFailure: a container whose image pull, or the pull of
+// one of its image volumes, was abandoned because its pod is terminating gets no
+// Warning event and no failed sync, which would otherwise reach the pod's status
+// through the reason cache.
 func TestAbandonedImagePullLeavesNoFailure(t *testing.T) {
-	tCtx := ktesting.Init(t)
-	fakeRuntime, _, m, err := createTestRuntimeManager(tCtx)
-	require.NoError(t, err)
-	recorder := record.NewFakeRecorder(10)
-	m.recorder = recorder
-	m.imagePuller = abandoningImageManager{}
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{UID: "12345678", Name: "foo", Namespace: "new"},
-		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox", ImagePullPolicy: v1.PullIfNotPresent}}},
-	}
-	result := m.SyncPod(tCtx, pod, &kubecontainer.PodStatus{}, nil, flowcontrol.NewBackOff(time.Second, time.Minute), false)
-	for _, r := range result.SyncResults {
-		if r.Action == kubecontainer.StartContainer {
-			assert.NoError(t, r.Error, "the start of container %v", r.Target)
-		}
-	}
-	assert.Empty(t, fakeRuntime.Containers, "no container without its image")
-	close(recorder.Events)
-	for event := range recorder.Events {
-		assert.False(t, strings.HasPrefix(event, v1.EventTypeWarning), "event %q", event)
+	for name, spec := range map[string]v1.PodSpec{
+		"container image": {Containers: []v1.Container{{Name: "c", Image: "busybox", ImagePullPolicy: v1.PullIfNotPresent}}},
+		"image volume": {
+			Containers: []v1.Container{{Name: "c", Image: "busybox", ImagePullPolicy: v1.PullIfNotPresent, VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/v"}}}},
+			Volumes:    []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "artifact", PullPolicy: v1.PullIfNotPresent}}}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tCtx := ktesting.Init(t)
+			fakeRuntime, _, m, err := createTestRuntimeManager(tCtx)
+			require.NoError(t, err)
+			recorder := record.NewFakeRecorder(10)
+			m.recorder = recorder
+			m.imagePuller = abandoningImageManager{}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "12345678", Name: "foo", Namespace: "new"}, Spec: spec}
+			result := m.SyncPod(tCtx, pod, &kubecontainer.PodStatus{}, nil, flowcontrol.NewBackOff(time.Second, time.Minute), false)
+			assert.NoError(t, result.Error(), "the pod's sync")
+			assert.Empty(t, fakeRuntime.Containers, "no container without its image")
+			close(recorder.Events)
+			for event := range recorder.Events {
+				assert.False(t, strings.HasPrefix(event, v1.EventTypeWarning), "event %q", event)
+			}
+		})
 	}
 }
