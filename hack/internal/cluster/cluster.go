@@ -357,15 +357,7 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 			args:    []string{c.tool("cluster"), "slow-registry"},
 			healthy: httpOK("http://" + SlowRegistryAddr + "/v2/"),
 		},
-		{
-			name: "etcd", port: etcdClient,
-			args: []string{"etcd", "--name", "carry", "--data-dir", c.path("etcd"),
-				"--listen-client-urls", "http://" + etcdClient, "--advertise-client-urls", "http://" + etcdClient,
-				"--listen-peer-urls", "http://" + etcdPeer, "--initial-advertise-peer-urls", "http://" + etcdPeer,
-				"--initial-cluster", "carry=http://" + etcdPeer, "--listen-metrics-urls", "",
-			},
-			healthy: httpOK("http://" + etcdClient + "/health"),
-		},
+		etcdDaemon(c.path("etcd"), etcdClient, etcdPeer),
 		{
 			name: "kube-apiserver", port: apiserverAddr,
 			args: []string{bin("kube-apiserver"),
@@ -439,6 +431,20 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 			})
 	}
 	return ds
+}
+
+// etcdDaemon is a single-member etcd keeping its data in dir, serving clients
+// on client and its peer on peer (host:port, plain HTTP).
+func etcdDaemon(dir, client, peer string) daemon {
+	return daemon{
+		name: "etcd", port: client,
+		args: []string{"etcd", "--name", "carry", "--data-dir", dir,
+			"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+			"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
+			"--initial-cluster", "carry=http://" + peer, "--listen-metrics-urls", "",
+		},
+		healthy: httpOK("http://" + client + "/health"),
+	}
 }
 
 // httpOK checks a plain-HTTP health endpoint.

@@ -160,8 +160,26 @@ func (c *Cluster) stop(name string, grace time.Duration) error {
 	return os.Remove(c.pidFile(name))
 }
 
+// crash kills the daemon with SIGKILL, as a crash would: it runs none of its
+// shutdown.
+func (c *Cluster) crash(name string) error {
+	pid, ok := c.running(name)
+	if !ok {
+		return fmt.Errorf("%s is not running", name)
+	}
+	if err := killAndWait(pid, 0); err != nil {
+		return fmt.Errorf("killing %s: %w", name, err)
+	}
+	c.logf("%-24s killed", name)
+	return os.Remove(c.pidFile(name))
+}
+
+// killAndWait sends SIGTERM and waits grace for the process to exit, then
+// sends SIGKILL; a grace of zero sends SIGKILL only.
 func killAndWait(pid int, grace time.Duration) error {
-	syscall.Kill(pid, syscall.SIGTERM)
+	if grace > 0 {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		if !alive(pid) {
