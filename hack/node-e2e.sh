@@ -33,11 +33,12 @@ go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
 cluster=$OUT/tools/cluster
 dir=$OUT/node-e2e
 
-# The defaults: upstream's image pull specs that drive pulls through the CRI proxy
-# and this project's pull gate specs. The image volume specs need containerd 2.1
-# (Debian's is 1.6).
-label_filter=${LABEL_FILTER-'Feature: containsAny CriProxy'}
-focus=${FOCUS-'(?i)pull image|image pull'}
+# The defaults: upstream's image pull specs that drive pulls through the CRI proxy,
+# its conformance specs of pulls from a new, invalid and private registry (agnhost's
+# fake registry on port 5000), and this project's pull gate specs. The image volume
+# specs need containerd 2.1 (Debian's is 1.6).
+label_filter=${LABEL_FILTER-'Feature: containsAny CriProxy || NodeConformance'}
+focus=${FOCUS-'(?i)pull image|image pull|Container Runtime blackbox test when running a container with a new image'}
 skip=${SKIP-'\[Flaky\]|\[FeatureGate:ImageVolumeWithDigest\]|\[FeatureGate:CRIListStreaming\]'}
 
 # Before the clean-up is armed: it must not touch what another run or the local cluster uses.

@@ -42,8 +42,9 @@ const (
 )
 
 // nodeE2EPorts are the host ports upstream's node e2e suite listens on: its
-// in-process kube-apiserver and the kubelet's. The local cluster uses them too.
-var nodeE2EPorts = []string{"127.0.0.1:6443", ":10250", ":10248", ":10255"}
+// in-process kube-apiserver, the kubelet's, and agnhost's fake registry (a
+// host-network pod of the credential specs). The local cluster uses them too.
+var nodeE2EPorts = []string{"127.0.0.1:6443", ":10250", ":10248", ":10255", ":5000"}
 
 // NodeE2EPackages are the Debian packages make node-e2e runs on, by the command
 // or file each provides: the local cluster's but etcd (the suite embeds its own),
