@@ -68,7 +68,7 @@ type apiserverProc struct {
 	identity string
 	client   kubernetes.Interface
 	// old is set while it runs at emulation version 1.35, without the API.
-	old bool
+	old  bool
 	runs []run
 }
 
@@ -166,17 +166,25 @@ func TestFeatureAPIProcesses(t *testing.T) {
 	// nothing after that.
 	next := p.leaderOf(balloonFeature, p.others(leader))
 	term := time.Now()
-	go p.stop(leader)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.stop(leader)
+	}()
 	f = p.waitFeature(ctx, "taken over after SIGTERM", time.Minute, func(f *feature) bool {
 		return f.Status.Announcer == next.identity
 	})
-	takeover := time.Since(term)
-	for p.running(leader) {
-		time.Sleep(100 * time.Millisecond)
+	seen := time.Now()
+	<-stopped
+	// The server's own record of giving up the loop, against the moment the
+	// test saw the next leader's write.
+	loopStopped := p.loopStopped(leader)
+	t.Logf("(2) SIGTERM of leader %s mid-transition (%s): its loop stopped %v after it (its log), %s's write was seen %v after it, while %s still served; it exited %v after the SIGTERM",
+		leader.host, f.taskNames(), loopStopped.Sub(term).Round(time.Millisecond), next.host, seen.Sub(term).Round(100*time.Millisecond), leader.host, time.Since(term).Round(100*time.Millisecond))
+	if loopStopped.After(seen) {
+		t.Errorf("%s's loop stopped at %v (its log), after %s's write was seen at %v", leader.host, loopStopped, next.host, seen)
 	}
-	t.Logf("(2) SIGTERM of leader %s mid-transition (%s): %s took over %v after it, while it still served; it exited %v after the SIGTERM",
-		leader.host, f.taskNames(), next.host, takeover.Round(100*time.Millisecond), time.Since(term).Round(100*time.Millisecond))
-	if takeover >= shutdownDelay {
+	if takeover := seen.Sub(term); takeover >= shutdownDelay {
 		t.Errorf("the next leader took over %v after the SIGTERM, not within the shutdown delay (%v): the lease outlived the loop", takeover, shutdownDelay)
 	}
 	p.start(ctx, leader, "BalloonPod=false")
@@ -431,6 +439,30 @@ func (p *featureAPIProcesses) crash(s *apiserverProc) {
 		p.t.Fatal(err)
 	}
 	s.runs[len(s.runs)-1].end = p.etcdRevision(context.Background())
+}
+
+// loopStopped is when the server's last process logged that its feature
+// lifecycle controller shut down (klog's time, local).
+func (p *featureAPIProcesses) loopStopped(s *apiserverProc) time.Time {
+	p.t.Helper()
+	data, err := os.ReadFile(p.c.logFile(p.name(s)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	const msg = `"Shutting down the feature lifecycle controller"`
+	i := bytes.LastIndex(data, []byte(msg))
+	if i < 0 {
+		p.t.Fatalf("%s never logged %s", s.host, msg)
+	}
+	line := data[bytes.LastIndexByte(data[:i], '\n')+1 : i]
+	// I1125 00:39:22.566879   11250 controller.go:237] ...
+	fields := strings.Fields(string(line))
+	at, err := time.ParseInLocation("0102 15:04:05.000000", fields[0][1:]+" "+fields[1], time.Local)
+	if err != nil {
+		p.t.Fatalf("%s's log line %q: %v", s.host, line, err)
+	}
+	now := time.Now()
+	return at.AddDate(now.Year(), 0, 0)
 }
 
 // live is a client of a server that runs, for the reads of the test.
