@@ -59,6 +59,8 @@ func TestUnitLifecycle(t *testing.T) {
 	if out := listed("--state=running"); !strings.Contains(out, "kubelet-20261124.service loaded active running") {
 		t.Fatalf("running unit not listed: %q", out)
 	}
+	// A kill before the shell has echoed would lose the first start's line.
+	waitForStarts(t, log, 1)
 	if out, code := run(t, dir, "systemctl", "kill", "kubelet-20261124"); code != 0 {
 		t.Fatalf("kill: %s", out)
 	}
@@ -78,17 +80,7 @@ func TestUnitLifecycle(t *testing.T) {
 		t.Fatal("restarted unit does not run")
 	}
 	// Both starts appended to the log, with $ unescaped.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		data, _ := os.ReadFile(log)
-		if strings.Count(string(data), "started /bin/sh") == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log %q, want two starts", data)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForStarts(t, log, 2)
 	if out, code := run(t, dir, "systemctl", "stop", "kubelet-20261124.service"); code != 0 {
 		t.Fatalf("stop: %s", out)
 	}
@@ -117,5 +109,21 @@ func TestUnsupported(t *testing.T) {
 	t.Setenv(UnitsEnv, "")
 	if code := Main("systemctl", []string{"list-units"}, &bytes.Buffer{}, &bytes.Buffer{}); code == 0 {
 		t.Errorf("systemctl without %s succeeded", UnitsEnv)
+	}
+}
+
+// waitForStarts waits until the unit's log has n lines of its starts.
+func waitForStarts(t *testing.T, log string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, _ := os.ReadFile(log)
+		if strings.Count(string(data), "started /bin/sh") == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log %q, want %d starts", data, n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
