@@ -69,17 +69,30 @@ func TestResizerMayResizeOnlyBalloons(t *testing.T) {
 		return err
 	}
 
-	// The policy takes effect once kube-apiserver has loaded it; until then, ask
-	// with dry runs, which admission sees too.
-	var err error
-	if pollErr := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		err = resize(other, "200m", metav1.DryRunAll)
-		return err != nil, nil
-	}); pollErr != nil {
-		t.Fatalf("the agent resized %s/%s: %v", other.Namespace, other.Name, err)
+	patchLabels := func(pod *v1.Pod, dryRun ...string) error {
+		_, err := agent.CoreV1().Pods(pod.Namespace).Patch(tCtx, pod.Name, "application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"x"}}}`), metav1.PatchOptions{DryRun: dryRun})
+		return err
 	}
+
+	// Each of the addon's policies takes effect once kube-apiserver has loaded it
+	// (they load one by one); until then, ask with dry runs, which admission sees too.
+	forbiddenOnceLoaded := func(what string, try func(dryRun ...string) error) error {
+		t.Helper()
+		var err error
+		if pollErr := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			err = try(metav1.DryRunAll)
+			return err != nil, nil
+		}); pollErr != nil {
+			t.Fatalf("the agent %s: %v", what, err)
+		}
+		return err
+	}
+	err := forbiddenOnceLoaded("resized "+other.Namespace+"/"+other.Name, func(dryRun ...string) error { return resize(other, "200m", dryRun...) })
 	expectError(t, err, metav1.StatusReasonForbidden, "the node-balloon-resizer may resize only balloon pods")
 	expectError(t, resize(other, "200m"), metav1.StatusReasonForbidden, "the node-balloon-resizer may resize only balloon pods")
+	if err := forbiddenOnceLoaded("changed a balloon other than through pods/resize", func(dryRun ...string) error { return patchLabels(balloon, dryRun...) }); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent changed a balloon other than through pods/resize: %v", err)
+	}
 
 	if err := resize(balloon, "300m"); err != nil {
 		t.Errorf("the agent could not resize the balloon: %v", err)
@@ -88,7 +101,7 @@ func TestResizerMayResizeOnlyBalloons(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("the agent resized a pod outside kube-system: %v", err)
 	}
-	if _, err := agent.CoreV1().Pods(metav1.NamespaceSystem).Patch(tCtx, balloon.Name, "application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"x"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+	if err := patchLabels(balloon); !apierrors.IsForbidden(err) {
 		t.Errorf("the agent changed a balloon other than through pods/resize: %v", err)
 	}
 }
