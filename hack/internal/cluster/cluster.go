@@ -427,7 +427,9 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 					"--cert-dir=" + n.path("kubelet", "pki"),
 					"--hostname-override=" + n.name,
 				},
-				healthy: c.nodeReady(n.name),
+				// The node's status can come before the kubelet's server
+				// listens, and tests talk to that server next.
+				healthy: allHealthy(c.nodeReady(n.name), listening(n.kubeletAddr())),
 			})
 	}
 	return ds
@@ -444,6 +446,29 @@ func etcdDaemon(dir, client, peer string) daemon {
 			"--initial-cluster", "carry=http://" + peer, "--listen-metrics-urls", "",
 		},
 		healthy: httpOK("http://" + client + "/health"),
+	}
+}
+
+// allHealthy is healthy when each of checks is, in order.
+func allHealthy(checks ...func(context.Context, time.Time) error) func(context.Context, time.Time) error {
+	return func(ctx context.Context, started time.Time) error {
+		for _, check := range checks {
+			if err := check(ctx, started); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// listening checks that addr accepts TCP connections.
+func listening(addr string) func(context.Context, time.Time) error {
+	return func(ctx context.Context, _ time.Time) error {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
 	}
 }
 
