@@ -506,3 +506,41 @@ func TestCheckNoBinaries(t *testing.T) {
 		t.Errorf("a patch with a binary kubelet: %v, want an error naming kubelet", err)
 	}
 }
+
+func TestStagingModulesLeaveOutThePublishedRepositoriesOwnFiles(t *testing.T) {
+	base := t.TempDir()
+	tree := filepath.Join(base, "tree")
+	writeFiles(t, tree, map[string]string{"go.work": "go 1.26.0\n\nuse (\n\t.\n\t./staging/src/example.io/lib\n)\n"})
+	lib := filepath.Join(base, "lib")
+	writeFiles(t, lib, map[string]string{
+		"go.mod":                       "module example.io/lib\n",
+		"hack/update-codegen.sh":       "#!/bin/sh\n",
+		"hack/godep-deps.sh":           "#!/bin/bash\necho ${GOPATH}\n",
+		"hack/sync-from-kubernetes.sh": "#!/bin/bash\n",
+	})
+	old := publishedOnly
+	t.Cleanup(func() { publishedOnly = old })
+	publishedOnly = map[string][]string{"example.io/lib": {"hack/godep-deps.sh", "hack/sync-from-kubernetes.sh", "hack/gone-since.sh"}}
+	m := &materializer{tree: tree, src: fakeSource{"example.io/lib@v0.1.0": lib}, pins: map[string]string{"example.io/lib": "v0.1.0"}}
+	if err := addStagingModules(m); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tree, "staging/src/example.io/lib/hack")
+	for _, f := range []string{"godep-deps.sh", "sync-from-kubernetes.sh"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s should be left out of the tree (stat: %v)", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "update-codegen.sh")); err != nil {
+		t.Errorf("the module's other files should be in the tree: %v", err)
+	}
+	notes := strings.Join(m.notes, "\n")
+	for _, want := range []string{"staging/src/example.io/lib/hack/godep-deps.sh is left out", "staging/src/example.io/lib/hack/sync-from-kubernetes.sh is left out"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the base commit's notes should say %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "gone-since") {
+		t.Errorf("a listed file the zip does not have needs no note:\n%s", notes)
+	}
+}

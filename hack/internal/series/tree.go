@@ -409,7 +409,7 @@ func (t *Tree) materializeBase() (string, error) {
 	tag := t.Up.Tag(version)
 	msg := fmt.Sprintf("%s %s\n\nPristine upstream as published in the Go module zip of %s@%s.\n", t.Up.Name, tag, t.Up.Module, version)
 	if len(m.notes) > 0 {
-		msg += "\nDifferences from upstream's git tree (the module zips lack them):\n"
+		msg += "\nDifferences from upstream's git tree (what the module zips lack or carry beyond it):\n"
 		for _, n := range m.notes {
 			msg += "- " + n + "\n"
 		}

@@ -19,7 +19,9 @@ package series
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +87,19 @@ var Autoscaler = Upstream{
 // Upstreams are all the upstreams this repository carries, in build order.
 var Upstreams = []Upstream{Kubernetes, Autoscaler}
 
+// publishedOnly are files of staging modules' zips that are not in upstream's git tree,
+// by module, relative to its root. The zips are made from the publishing bot's
+// repositories, which keep a few files of their own from before the bot synchronized
+// them from staging: added in February 2017 by commits without a Kubernetes-commit
+// trailer and never touched by a synchronized commit since (git log of
+// github.com/kubernetes/{kube-aggregator,sample-apiserver}), and at no path of
+// upstream's git. The tree leaves them out, as upstream's git tree does: they are
+// GOPATH-era scripts that verify-shellcheck.sh, which checks every *.sh, rejects.
+var publishedOnly = map[string][]string{
+	"k8s.io/kube-aggregator":  {"hack/godep-deps.sh", "hack/sync-from-kubernetes.sh"},
+	"k8s.io/sample-apiserver": {"hack/godep-deps.sh", "hack/sync-from-kubernetes.sh"},
+}
+
 // addStagingModules adds every module that go.work uses from staging/src/k8s.io, at
 // its pinned version, and drops from go.work the ones that are not published.
 func addStagingModules(m *materializer) error {
@@ -112,8 +127,19 @@ func addStagingModules(m *materializer) error {
 			dropped = true
 			continue
 		}
-		if err := m.addModule(dir, version, strings.TrimPrefix(u.Path, "./")); err != nil {
+		dest := strings.TrimPrefix(u.Path, "./")
+		if err := m.addModule(dir, version, dest); err != nil {
 			return err
+		}
+		for _, f := range publishedOnly[dir] {
+			err := os.Remove(filepath.Join(m.tree, dest, f))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			m.notef("%s/%s is left out: the publishing bot's repository %s has it, upstream's git tree does not", dest, f, dir)
 		}
 	}
 	m.notef("staging/src/k8s.io holds the published staging modules; vendor/ is not populated (builds use module mode)")
