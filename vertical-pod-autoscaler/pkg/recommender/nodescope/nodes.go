@@ -97,6 +97,17 @@ func (n *Nodes) NodeUID(nodeName string) (types.UID, bool) {
 	return node.UID, true
 }
 
+// NodeLabel returns the value of the label of the given key on the node of the
+// given name, and whether the node has it.
+func (n *Nodes) NodeLabel(nodeName, key string) (string, bool) {
+	node, err := n.Nodes.Get(nodeName)
+	if err != nil {
+		return "", false
+	}
+	value, found := node.Labels[key]
+	return value, found
+}
+
 // ShouldRunOn tells whether the DaemonSet should run a pod on the node, as the
 // DaemonSet controller decides (NodeShouldRunDaemonPod): its pod template, with
 // the tolerations the controller adds to every pod of a DaemonSet, tolerates

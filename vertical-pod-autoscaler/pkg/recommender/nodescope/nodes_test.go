@@ -208,7 +208,7 @@ func TestNodes(t *testing.T) {
 	big := node("big", nil, corev1.Taint{Key: "gpu", Effect: corev1.TaintEffectNoSchedule})
 	big.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}}
 	ds := newDaemonSet(nil, nil)
-	nodes := newNodes(t, ds, node("plain", nil), big, daemonSetPod(ds, "plain"), daemonSetPod(ds, "big"))
+	nodes := newNodes(t, ds, node("plain", map[string]string{"pool": "spot"}), big, daemonSetPod(ds, "plain"), daemonSetPod(ds, "big"))
 	cached, err := nodes.Nodes.Get("big")
 	if err != nil {
 		t.Fatal(err)
@@ -237,5 +237,19 @@ func TestNodes(t *testing.T) {
 	}
 	if uid, found := nodes.NodeUID("gone"); uid != "" || found {
 		t.Errorf("NodeUID(gone) = %q, %v; want none", uid, found)
+	}
+	// The cache keeps the labels, by which nodes are grouped.
+	for _, tc := range []struct {
+		node, key, value string
+		found            bool
+	}{
+		{node: "plain", key: "pool", value: "spot", found: true},
+		{node: "plain", key: "zone"},
+		{node: "big", key: "pool"},
+		{node: "gone", key: "pool"},
+	} {
+		if value, found := nodes.NodeLabel(tc.node, tc.key); value != tc.value || found != tc.found {
+			t.Errorf("NodeLabel(%s, %s) = %q, %v; want %q, %v", tc.node, tc.key, value, found, tc.value, tc.found)
+		}
 	}
 }

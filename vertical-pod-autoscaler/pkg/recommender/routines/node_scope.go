@@ -62,6 +62,10 @@ type NodeScope struct {
 	// cleanup in a loop (--node-scope-checkpoints-timeout), which they do not
 	// share with upstream's checkpoints.
 	CheckpointsTimeout time.Duration
+	// Confidence weighs a node's own history against its node group's
+	// (spec.nodeScope.groupLabel), over the recommender's confidence
+	// intervals.
+	Confidence logic.Confidence
 }
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
@@ -83,6 +87,9 @@ type NodeChecker interface {
 	// NodeUID returns the UID of the node of the given name, and whether the
 	// node exists.
 	NodeUID(name string) (types.UID, bool)
+	// NodeLabel returns the value of the label of the given key on the node
+	// of the given name, and whether the node has it.
+	NodeLabel(name, key string) (string, bool)
 }
 
 // NodeCheckpointStore stores the per-node history of VPAs with scope node.
@@ -96,16 +103,16 @@ type NodeCheckpointStore interface {
 // NewNodeScope returns the NodeScope of the recommender. With the
 // DaemonSetNodeScope gate on: slices and checkpoint slices through the client,
 // the nodes of the informer factory, the given minimum of per-node history,
-// deadline of the checkpoints and threshold of the slice writer's hysteresis,
-// and a Cleaner over metadata informers of both
+// deadline of the checkpoints, threshold of the slice writer's hysteresis and
+// confidence of the node groups' blend, and a Cleaner over metadata informers of both
 // kinds (in namespace, or all when empty), started with stopCh. With the gate off it holds no writer, store or
 // cleaner and starts nothing, so the recommender never reads or writes the
 // alpha kinds (whose CRDs may be absent); slices written while the gate was on
 // stay until their VPA is deleted.
 func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
-	namespace string, minHistory, checkpointsTimeout time.Duration, rewriteThreshold float64, stopCh <-chan struct{},
+	namespace string, minHistory, checkpointsTimeout time.Duration, rewriteThreshold float64, confidence logic.Confidence, stopCh <-chan struct{},
 ) NodeScope {
-	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout}
+	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout, Confidence: confidence}
 	if !features.Enabled(features.DaemonSetNodeScope) {
 		return scope
 	}
@@ -141,18 +148,38 @@ func (r *recommender) liveNodes(vpa *model.Vpa) (map[model.NodeRef]bool, map[mod
 	return live, pods
 }
 
+// nodeGroups returns the node group of each of the given nodes that has the
+// VPA's group label (spec.nodeScope.groupLabel): the label's value. It is nil
+// when the VPA has no group label.
+func (r *recommender) nodeGroups(vpa *model.Vpa, nodes map[model.NodeRef]bool) map[model.NodeRef]string {
+	if vpa.NodeGroupLabel == "" || r.nodeScope.Nodes == nil {
+		return nil
+	}
+	groups := make(map[model.NodeRef]string, len(nodes))
+	for node := range nodes {
+		if value, found := r.nodeScope.Nodes.NodeLabel(node.Name, vpa.NodeGroupLabel); found {
+			groups[node] = value
+		}
+	}
+	return groups
+}
+
 // NodeRecommendations computes the recommendation of each of the given nodes
 // of a VPA with scope node, with the same recommender, format and
 // post-processors (so the same resource policy) as the VPA's own
-// recommendation. A node whose pod has less than minHistory of history (its
-// own and checkpointed) maps to nil.
-func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[model.NodeRef]bool, minHistory time.Duration, observedVpa *vpa_types.VerticalPodAutoscaler,
-	recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
+// recommendation.
+//
+// A node in a group (groups, by the VPA's group label) whose merged history,
+// that of all the given nodes of the group, has minHistory gets the group's
+// estimate blended with its own by the confidence of its own history
+// (logic.Confidence.BlendWithGroup). Any other node gets its own estimate once
+// its pod has minHistory of history (its own and checkpointed), and maps to
+// nil before.
+func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[model.NodeRef]bool, groups map[model.NodeRef]string, minHistory time.Duration, confidence logic.Confidence,
+	observedVpa *vpa_types.VerticalPodAutoscaler, recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
 ) map[model.NodeRef]*vpa_types.RecommendedPodResources {
-	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{}
-	for node, containers := range cluster.NodeAggregations(vpa, nodes) {
+	autoscaledOf := func(containers model.ContainerNameToAggregateStateMap) model.ContainerNameToAggregateStateMap {
 		autoscaled := model.ContainerNameToAggregateStateMap{}
-		enough := len(containers) > 0
 		for name, state := range containers {
 			policy := api_utils.GetContainerResourcePolicy(name, vpa.ResourcePolicy)
 			if policy != nil && policy.Mode != nil && *policy.Mode == vpa_types.ContainerScalingModeOff {
@@ -160,13 +187,58 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[m
 			}
 			state.UpdateFromPolicy(policy)
 			autoscaled[name] = state
-			enough = enough && state.LastSampleStart.Sub(state.FirstSampleStart) >= minHistory
 		}
-		if !enough || len(autoscaled) == 0 {
+		return autoscaled
+	}
+	enoughHistory := func(autoscaled model.ContainerNameToAggregateStateMap) bool {
+		for _, state := range autoscaled {
+			if state.LastSampleStart.Sub(state.FirstSampleStart) < minHistory {
+				return false
+			}
+		}
+		return len(autoscaled) > 0
+	}
+
+	aggregations := cluster.NodeAggregations(vpa, nodes)
+	groupStates := map[string]model.ContainerNameToAggregateStateMap{}
+	for node, containers := range aggregations {
+		group, grouped := groups[node]
+		if !grouped {
+			continue
+		}
+		if groupStates[group] == nil {
+			groupStates[group] = model.ContainerNameToAggregateStateMap{}
+		}
+		for name, state := range containers {
+			merged, found := groupStates[group][name]
+			if !found {
+				merged = model.NewAggregateContainerState()
+				groupStates[group][name] = merged
+			}
+			merged.MergeContainerState(state)
+		}
+	}
+	groupRecs := make(map[string]logic.RecommendedPodResources, len(groupStates))
+	for group, containers := range groupStates {
+		if autoscaled := autoscaledOf(containers); enoughHistory(autoscaled) {
+			groupRecs[group] = recommender.GetRecommendedPodResources(autoscaled)
+		}
+	}
+
+	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{}
+	for node, containers := range aggregations {
+		autoscaled := autoscaledOf(containers)
+		var raw logic.RecommendedPodResources
+		group, grouped := groups[node]
+		if groupRec, found := groupRecs[group]; grouped && found && len(autoscaled) > 0 {
+			raw = confidence.BlendWithGroup(recommender.GetRecommendedPodResources(autoscaled), groupRec, autoscaled)
+		} else if enoughHistory(autoscaled) {
+			raw = recommender.GetRecommendedPodResources(autoscaled)
+		} else {
 			recs[node] = nil
 			continue
 		}
-		rec := logic.MapToListOfRecommendedContainerResources(recommender.GetRecommendedPodResources(autoscaled), format)
+		rec := logic.MapToListOfRecommendedContainerResources(raw, format)
 		for _, p := range postProcessors {
 			rec = p.Process(observedVpa, rec)
 		}
@@ -275,7 +347,8 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 	}
 	r.loadNodeCheckpoints(context.TODO(), vpa, observedVpa)
 	live, pods := r.liveNodes(vpa)
-	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeScope.MinHistory, observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
+	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
+		observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
 	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs, NodeRequests(r.clusterState, pods, live))
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))

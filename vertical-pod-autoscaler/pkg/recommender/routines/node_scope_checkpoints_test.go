@@ -36,15 +36,25 @@ import (
 )
 
 // fakeNodes is a NodeChecker with nodes the DaemonSet cannot run on, nodes
-// that are gone, and the UIDs of nodes (uid-<name> when not given).
+// that are gone, the UIDs of nodes (uid-<name> when not given) and their
+// labels.
 type fakeNodes struct {
 	ineligible, gone map[string]bool
 	uids             map[string]types.UID
+	labels           map[string]map[string]string
 }
 
 func (n fakeNodes) Eligible(_ model.PodID, node model.NodeRef) bool {
 	uid, exists := n.NodeUID(node.Name)
 	return exists && uid == node.UID && !n.ineligible[node.Name]
+}
+
+func (n fakeNodes) NodeLabel(name, key string) (string, bool) {
+	if n.gone[name] {
+		return "", false
+	}
+	value, found := n.labels[name][key]
+	return value, found
 }
 
 func (n fakeNodes) NodeUID(name string) (types.UID, bool) {

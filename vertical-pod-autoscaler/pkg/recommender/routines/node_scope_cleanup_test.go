@@ -30,6 +30,7 @@ import (
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/logic"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
 )
@@ -171,7 +172,7 @@ func TestNodeScopeCleanupLeavesOtherVPAs(t *testing.T) {
 func TestNodeScopeGateOff(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, false)
 	f := newNodeScopeFixture(t, "", nil)
-	f.r.nodeScope = NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, nil)
+	f.r.nodeScope = NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, logic.Confidence{}, nil)
 	if s := f.r.nodeScope; s.Writer != nil || s.Checkpoints != nil || s.Nodes != nil || s.Cleaner != nil {
 		t.Fatalf("gate off: NodeScope %+v, want no writer, store, nodes or cleaner", s)
 	}

@@ -124,6 +124,7 @@ func (f *nodeScopeFixture) startWith(t testing.TB, client vpa_clientset.Interfac
 			Checkpoints:        nodescope.NewCheckpointStore(client.AutoscalingV1alpha1()),
 			MinHistory:         cfg.NodeScopeMinHistory,
 			CheckpointsTimeout: cfg.NodeScopeCheckpointsTimeout,
+			Confidence:         logic.Confidence{CPUInterval: cfg.ConfidenceIntervalCPU, MemoryInterval: cfg.ConfidenceIntervalMemory},
 		},
 		UseCheckpoints: true,
 	}.Make().(*recommender)
@@ -246,7 +247,7 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	modelVPA := f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
 	live, _ := f.r.liveNodes(modelVPA)
 	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
-		NodeRecommendations(f.cluster, modelVPA, live, f.r.nodeScope.MinHistory, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor), nil)
+		NodeRecommendations(f.cluster, modelVPA, live, nil, f.r.nodeScope.MinHistory, f.r.nodeScope.Confidence, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor), nil)
 	if err != nil || plan.Writes() != 0 {
 		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
 	}
@@ -319,16 +320,25 @@ func TestNodeScopedRecommendationsHonourPolicy(t *testing.T) {
 
 func TestNodeScopeOffWritesNoSlices(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		gate  bool
-		scope vpa_types.VerticalPodAutoscalerScope
+		name       string
+		gate       bool
+		scope      vpa_types.VerticalPodAutoscalerScope
+		groupLabel string
 	}{
 		{name: "gate off", gate: false, scope: vpa_types.ScopeNode},
+		{name: "gate off, node groups", gate: false, scope: vpa_types.ScopeNode, groupLabel: "pool"},
 		{name: "no scope", gate: true, scope: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
 			f := newNodeScopeFixture(t, tc.scope, nil)
+			if tc.groupLabel != "" {
+				f.apiVPA.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: tc.groupLabel}
+				if err := f.cluster.AddOrUpdateVpa(f.apiVPA, f.selector); err != nil {
+					t.Fatal(err)
+				}
+				f.r.nodeScope.Nodes = fakeNodes{labels: map[string]map[string]string{"node-0": {tc.groupLabel: "a"}, "node-1": {tc.groupLabel: "a"}}}
+			}
 			for i := range 3 {
 				f.addPod(t, fmt.Sprintf("node-%d", i))
 				f.feed(t, fmt.Sprintf("node-%d", i), float64(i+1), 1e9, 2*time.Hour)

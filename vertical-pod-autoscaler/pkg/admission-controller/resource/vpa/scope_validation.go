@@ -19,16 +19,18 @@ package vpa
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 )
 
-// allowNodeScope tells whether spec.scope may be set: with the
-// DaemonSetNodeScope gate on, or on an update of a VPA that has it already.
+// allowNodeScope tells whether spec.scope and spec.nodeScope may be set: with
+// the DaemonSetNodeScope gate on, or on an update of a VPA that has either
+// already.
 func allowNodeScope(oldObj *vpa_types.VerticalPodAutoscaler) bool {
-	return features.Enabled(features.DaemonSetNodeScope) || (oldObj != nil && oldObj.Spec.Scope != "")
+	return features.Enabled(features.DaemonSetNodeScope) || (oldObj != nil && (oldObj.Spec.Scope != "" || oldObj.Spec.NodeScope != nil))
 }
 
 // validateVPASpecScope repeats the CRD's rules for spec.scope (for CRDs
@@ -48,4 +50,25 @@ func validateVPASpecScope(spec *vpa_types.VerticalPodAutoscalerSpec, fldPath *fi
 		return field.ErrorList{field.Invalid(fldPath, spec.Scope, "scope node is allowed only when targetRef.kind is DaemonSet")}
 	}
 	return nil
+}
+
+// validateVPASpecNodeScope repeats the CRD's rules for spec.nodeScope: allowed
+// only with scope node, and groupLabel a valid label key.
+func validateVPASpecNodeScope(spec *vpa_types.VerticalPodAutoscalerSpec, fldPath *field.Path, opts VPAValidationOptions) field.ErrorList {
+	if spec.NodeScope == nil {
+		return nil
+	}
+	if !opts.AllowNodeScope {
+		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf("in order to use nodeScope, you must enable feature gate %s in the admission-controller args", features.DaemonSetNodeScope))}
+	}
+	if spec.Scope != vpa_types.ScopeNode {
+		return field.ErrorList{field.Forbidden(fldPath, "nodeScope is allowed only when scope is node")}
+	}
+	var allErrs field.ErrorList
+	if key := spec.NodeScope.GroupLabel; key != "" {
+		for _, msg := range validation.IsQualifiedName(key) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("groupLabel"), key, msg))
+		}
+	}
+	return allErrs
 }

@@ -17,6 +17,8 @@ limitations under the License.
 package vpa
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -60,6 +62,51 @@ func TestValidateVPAScope(t *testing.T) {
 				t.Fatalf("unexpected errors: %v", errs.ToAggregate())
 			case tc.wantErr != "" && (len(errs) != 1 || errs[0].Error() != tc.wantErr):
 				t.Fatalf("got errors %v, want %q", errs.ToAggregate(), tc.wantErr)
+			}
+		})
+	}
+}
+
+func groupedVPA(scope vpa_types.VerticalPodAutoscalerScope, groupLabel string) *vpa_types.VerticalPodAutoscaler {
+	vpa := scopedVPA("DaemonSet", scope)
+	vpa.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: groupLabel}
+	return vpa
+}
+
+func TestValidateVPANodeScope(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gate     bool
+		oldObj   *vpa_types.VerticalPodAutoscaler
+		vpa      *vpa_types.VerticalPodAutoscaler
+		wantErrs []string
+	}{
+		{name: "instance type", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "node.kubernetes.io/instance-type")},
+		{name: "label without prefix", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "pool")},
+		{name: "empty options", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "")},
+		{name: "gate off", vpa: groupedVPA(vpa_types.ScopeNode, "pool"), wantErrs: []string{
+			"spec.scope: Forbidden: in order to use scope, you must enable feature gate DaemonSetNodeScope in the admission-controller args",
+			"spec.nodeScope: Forbidden: in order to use nodeScope, you must enable feature gate DaemonSetNodeScope in the admission-controller args",
+		}},
+		{name: "gate off, without scope", vpa: groupedVPA("", "pool"),
+			wantErrs: []string{"spec.nodeScope: Forbidden: in order to use nodeScope, you must enable feature gate DaemonSetNodeScope in the admission-controller args"}},
+		{name: "kept on update, gate off", oldObj: groupedVPA(vpa_types.ScopeNode, "pool"), vpa: groupedVPA(vpa_types.ScopeNode, "pool")},
+		{name: "without scope node", gate: true, vpa: groupedVPA("", "pool"),
+			wantErrs: []string{"spec.nodeScope: Forbidden: nodeScope is allowed only when scope is node"}},
+		{name: "invalid key", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "pool name"),
+			wantErrs: []string{`spec.nodeScope.groupLabel: Invalid value: "pool name": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`}},
+		{name: "name part too long", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "example.com/"+strings.Repeat("a", 64)),
+			wantErrs: []string{`spec.nodeScope.groupLabel: Invalid value: "example.com/` + strings.Repeat("a", 64) + `": name part must be no more than 63 bytes`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
+			_, errs := validateVPA(tc.vpa, getValidationOptionsForVPA(tc.oldObj))
+			var got []string
+			for _, err := range errs {
+				got = append(got, err.Error())
+			}
+			if !reflect.DeepEqual(got, tc.wantErrs) {
+				t.Fatalf("got errors %q, want %q", got, tc.wantErrs)
 			}
 		})
 	}

@@ -75,7 +75,11 @@ func TestGeneratedCRDIsValid(t *testing.T) {
 	}
 }
 
-func TestCRDScopeValidation(t *testing.T) {
+// vpaValidator returns a function that validates a VerticalPodAutoscaler of
+// the given spec as the apiserver does with the generated CRD: OpenAPI schema,
+// then CEL rules.
+func vpaValidator(t *testing.T) func(spec map[string]interface{}) field.ErrorList {
+	t.Helper()
 	crd := generatedCRDs(t)["VerticalPodAutoscaler"]
 	if crd == nil {
 		t.Fatal("no VerticalPodAutoscaler CRD in deploy/vpa-v1-crd-gen.yaml")
@@ -98,7 +102,21 @@ func TestCRDScopeValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return func(spec map[string]interface{}) field.ErrorList {
+		obj := map[string]interface{}{
+			"apiVersion": "autoscaling.k8s.io/v1",
+			"kind":       "VerticalPodAutoscaler",
+			"metadata":   map[string]interface{}{"name": "agent", "namespace": "default"},
+			"spec":       spec,
+		}
+		errs := schemavalidation.ValidateCustomResource(nil, obj, openAPIValidator)
+		celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+		return append(errs, celErrs...)
+	}
+}
 
+func TestCRDScopeValidation(t *testing.T) {
+	validate := vpaValidator(t)
 	for _, tc := range []struct {
 		name    string
 		kind    string
@@ -122,16 +140,40 @@ func TestCRDScopeValidation(t *testing.T) {
 			if tc.scope != "" {
 				spec["scope"] = tc.scope
 			}
-			obj := map[string]interface{}{
-				"apiVersion": "autoscaling.k8s.io/v1",
-				"kind":       "VerticalPodAutoscaler",
-				"metadata":   map[string]interface{}{"name": "agent", "namespace": "default"},
-				"spec":       spec,
+			checkErrors(t, validate(spec), tc.wantErr)
+		})
+	}
+}
+
+func TestCRDNodeScopeValidation(t *testing.T) {
+	validate := vpaValidator(t)
+	for _, tc := range []struct {
+		name       string
+		scope      string
+		groupLabel string
+		wantErr    string
+	}{
+		{name: "instance type", scope: "node", groupLabel: "node.kubernetes.io/instance-type"},
+		{name: "label without prefix", scope: "node", groupLabel: "pool"},
+		{name: "longest key", scope: "node", groupLabel: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)},
+		{name: "without scope node", groupLabel: "pool",
+			wantErr: `spec.nodeScope: Invalid value: nodeScope is allowed only when scope is node`},
+		{name: "invalid key", scope: "node", groupLabel: "pool name",
+			wantErr: `spec.nodeScope.groupLabel: Invalid value: "pool name": spec.nodeScope.groupLabel in body should match`},
+		{name: "name part too long", scope: "node", groupLabel: "example.com/" + strings.Repeat("a", 64),
+			wantErr: `spec.nodeScope.groupLabel: Invalid value: "example.com/` + strings.Repeat("a", 64) + `": spec.nodeScope.groupLabel in body should match`},
+		{name: "prefix too long", scope: "node", groupLabel: strings.Repeat("a", 254) + "/b",
+			wantErr: `spec.nodeScope.groupLabel: Invalid value: "` + strings.Repeat("a", 254) + `/b": the prefix of groupLabel must be no more than 253 characters`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := map[string]interface{}{
+				"targetRef": map[string]interface{}{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
+				"nodeScope": map[string]interface{}{"groupLabel": tc.groupLabel},
 			}
-			errs := schemavalidation.ValidateCustomResource(nil, obj, openAPIValidator)
-			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
-			errs = append(errs, celErrs...)
-			checkErrors(t, errs, tc.wantErr)
+			if tc.scope != "" {
+				spec["scope"] = tc.scope
+			}
+			checkErrors(t, validate(spec), tc.wantErr)
 		})
 	}
 }
