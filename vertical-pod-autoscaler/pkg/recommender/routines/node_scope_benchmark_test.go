@@ -103,7 +103,7 @@ func benchNodes(b testing.TB, nodes int) *nodescope.Nodes {
 	owner := *metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
 	for i := range nodes {
 		name := fmt.Sprintf("node-%05d", i)
-		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/os": "linux", "pool": "infra"}},
+		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/os": "linux", "pool": "infra", corev1.LabelInstanceTypeStable: fmt.Sprintf("type-%d", i%10)}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}}}); err != nil {
 			b.Fatal(err)
 		}
@@ -124,8 +124,9 @@ func benchNodes(b testing.TB, nodes int) *nodescope.Nodes {
 // MaintainCheckpoints (upstream's checkpoints and, with scope node, the
 // per-node checkpoint slices) for one DaemonSet VPA with two containers and 70
 // minutes of one-per-minute samples on every node, with upstream's single
-// scope and with scope node (with the eligibility check of every node against
-// listers). It reports the heap the cluster state holds, the largest object
+// scope, with scope node (with the eligibility check of every node against
+// listers) and with scope node and node groups by instance type (ten groups).
+// It reports the heap the cluster state holds, the largest object
 // written (JSON bytes), the loops it takes to checkpoint every node, and the
 // API writes of a steady-state loop; the timed loops are the steady state
 // (recommendations unchanged, checkpoints refreshed in turn).
@@ -133,12 +134,17 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 	featuregatetesting.SetFeatureGateDuringTest(b, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	ctx := context.TODO()
 	for _, nodes := range []int{100, 1000, 5000} {
-		for _, scope := range []vpa_types.VerticalPodAutoscalerScope{"", vpa_types.ScopeNode} {
-			name := "single"
-			if scope != "" {
-				name = "node"
-			}
-			b.Run(fmt.Sprintf("%s/nodes=%d", name, nodes), func(b *testing.B) {
+		for _, variant := range []struct {
+			name       string
+			scope      vpa_types.VerticalPodAutoscalerScope
+			groupLabel string
+		}{
+			{name: "single"},
+			{name: "node", scope: vpa_types.ScopeNode},
+			{name: "node-groups", scope: vpa_types.ScopeNode, groupLabel: corev1.LabelInstanceTypeStable},
+		} {
+			scope := variant.scope
+			b.Run(fmt.Sprintf("%s/nodes=%d", variant.name, nodes), func(b *testing.B) {
 				if testing.Short() && nodes > 100 {
 					b.Skip("the larger clusters are for measuring, not for -short runs")
 				}
@@ -146,6 +152,12 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 				f := newNodeScopeFixture(b, scope, nil)
 				if scope != "" {
 					f.r.nodeScope.Nodes = benchNodes(b, nodes)
+				}
+				if variant.groupLabel != "" {
+					f.apiVPA.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: variant.groupLabel}
+					if err := f.cluster.AddOrUpdateVpa(f.apiVPA, f.selector); err != nil {
+						b.Fatal(err)
+					}
 				}
 				rnd := rand.New(rand.NewSource(1))
 				for i := range nodes {
