@@ -45,16 +45,17 @@ func (c Confidence) Weight(s *model.AggregateContainerState, resource model.Reso
 // BlendWithGroup returns the recommendation of each container of own blended
 // with the group's: for each resource of the target and both bounds,
 // w*own + (1-w)*group, where w is the Weight of the container's own history
-// in states. A container or resource the group lacks keeps its own value.
+// in states, which holds every container of own. A container or resource the
+// group lacks keeps its own value.
 func (c Confidence) BlendWithGroup(own, group RecommendedPodResources, states model.ContainerNameToAggregateStateMap) RecommendedPodResources {
 	result := make(RecommendedPodResources, len(own))
 	for name, ownRec := range own {
 		groupRec, found := group[name]
-		state := states[name]
-		if !found || state == nil {
+		if !found {
 			result[name] = ownRec
 			continue
 		}
+		state := states[name]
 		blend := func(ownValues, groupValues model.Resources) model.Resources {
 			blended := make(model.Resources, len(ownValues))
 			for resource, value := range ownValues {
