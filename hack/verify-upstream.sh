@@ -156,6 +156,27 @@ upstream_list() {
   sed -n "/^$2+\?=(/,/^ *)/p" "$1/hack/make-rules/verify.sh" | sed -n 's/^ *"\([^"]*\)".*/\1/p'
 }
 
+# subprojects TREE: hack/update-codegen.sh (codegen::subprojects) generates in each
+# directory of a list, among them staging/src/k8s.io/code-generator/examples, a module
+# nested in code-generator's that its zip leaves out and the Go module proxy does not
+# serve (it is only in upstream's git). The clone's copy of the script leaves out the
+# directories the tree does not hold, committed (verify-codegen regenerates in a git
+# worktree of HEAD). What is generated there comes from the examples' own types by
+# code-generator's generators, neither of which the series touches. Idempotent, also
+# with VERIFY_UPSTREAM_KEEP=1.
+subprojects() {
+  local tree=$1 f=hack/update-codegen.sh
+  (cd "$tree" && awk '
+    /^ *local subs=\($/ { in_subs = 1; print; next }
+    in_subs && /^ *\)$/ { in_subs = 0 }
+    in_subs && /^ *staging\// { d = $1; if (system("test -d " d) != 0) { print "left out: " d > "/dev/stderr"; next } }
+    { print }' "$f" >"$WORK/update-codegen.sh" &&
+    if ! cmp -s "$f" "$WORK/update-codegen.sh"; then
+      cat "$WORK/update-codegen.sh" >"$f" &&
+        git commit -q -m "update-codegen: without subprojects the tree does not hold (verify-upstream)" "$f"
+    fi)
+}
+
 kubernetes() {
   local tree=$WORK/kubernetes s name what=() reason pat excluded quickset log=$WORK/kubernetes.log
   clone kubernetes
@@ -187,6 +208,7 @@ kubernetes() {
       cp "$WORK/import-restrictions.yaml" staging/publishing/import-restrictions.yaml &&
       git commit -q -m "import-restrictions: without modules the tree does not hold (verify-upstream)" staging/publishing/import-restrictions.yaml || true)
   fi
+  subprojects "$tree"
   excluded=$(upstream_list "$tree" EXCLUDED_PATTERNS)
   quickset=$(upstream_list "$tree" QUICK_PATTERNS)
   for s in $(names_in "$tree" 'verify-*.sh') $(names_in "$tree" 'verify-*.py'); do
@@ -217,10 +239,16 @@ kubernetes() {
   set +e
   TREE=$tree WHAT="${what[*]}" KUBE_JUNIT_REPORT_DIR=$WORK/junit \
     hack/in-tree.sh hack/make-rules/verify.sh 2>&1 | tee "$log" |
-    sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -E '^(SUCCESS|FAILED) +[^ ]+\.sh'
+    sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -E '^(SUCCESS|FAILED) +[^ ]+\.(sh|py)'
   rc=${PIPESTATUS[0]}
   set -e
-  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '($1 == "SUCCESS" || $1 == "FAILED") && $2 ~ /\.sh$/ { sub(/s$/, "", $3); print "kubernetes", $2, ($1 == "SUCCESS" ? "pass" : "fail"), $3 }' >>"$RESULTS"
+  # A script's result line names it alone (verify-codegen.sh for the root's and each
+  # staging module's): the working directory sh2ju printed before it names the module,
+  # and the result its path, as the skip list does.
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -v tree="$tree" '
+    $1 == "+++" && $2 == "working" && $3 == "dir:" { dir = $4; sub("^" tree "/?", "", dir) }
+    ($1 == "SUCCESS" || $1 == "FAILED") && $2 ~ /\.(sh|py)$/ {
+      sub(/s$/, "", $3); print "kubernetes", (dir == "" ? "" : dir "/hack/") $2, ($1 == "SUCCESS" ? "pass" : "fail"), $3; dir = "" }' >>"$RESULTS"
   # The runner failing without a failed script (it could not start one) is a failure too.
   if [ "$rc" != 0 ] && ! grep -q '^kubernetes [^ ]* fail ' "$RESULTS"; then
     echo "FAILED   hack/make-rules/verify.sh exited $rc without a failed script (log: $log)"
