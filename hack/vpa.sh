@@ -35,6 +35,12 @@
 #   e2e-build        what e2e builds, without running the test (make test builds it
 #                    in the background while other steps run)
 #   metrics-server   installs the e2e test's metrics-server into _output/vpa/tools
+#   apiserver-test [NODES [RUN]]  the recommender's loop against a real kube-apiserver
+#                    (TestNodeScopeWritesOnAPIServer, build tag vpaapiserver, go test -run RUN,
+#                    default all of its cases, with NODES nodes, default 1000): starts etcd and
+#                    _output/bin/kube-apiserver alone (cluster apiserver-up: 127.0.0.1:26443,
+#                    etcd 23811), runs the test, stops them; needs the tree (make vpa) and
+#                    make's kube-apiserver, not root
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -120,6 +126,17 @@ e2e() {
 # e2e_build: what the end-to-end test runs.
 e2e_build() { tree && build --test-flags && crds && metrics_server; }
 
+# apiserver_test NODES RUN: TestNodeScopeWritesOnAPIServer on a lone API server.
+apiserver_test() {
+  local nodes=${1:-1000} pattern=${2:-TestNodeScopeWritesOnAPIServer}
+  [ -d "$TREE" ] || { echo "no VPA tree in $TREE: run 'make vpa' first" >&2; return 1; }
+  go build -o "$OUT/tools/cluster" ./hack/cmd/cluster
+  trap '"$OUT/tools/cluster" apiserver-down' EXIT
+  "$OUT/tools/cluster" apiserver-up
+  (cd "$TREE" && VPA_APISERVER_KUBECONFIG=$OUT/apiserver/admin.kubeconfig VPA_APISERVER_NODES=$nodes \
+    nice -n 5 go test -p 1 -tags vpaapiserver -timeout 3h -count 1 -run "$pattern" -v ./pkg/recommender/routines/)
+}
+
 # gates: the VPA feature gates the series adds, as NAME=true,...
 gates() {
   sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' patches/autoscaler/*/upstream.patch | sort -u | paste -sd, -
@@ -171,5 +188,6 @@ case ${1:-build} in
   e2e) e2e_build && e2e "${2:-}" ;;
   e2e-build) e2e_build ;;
   metrics-server) metrics_server ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server]" >&2; exit 2 ;;
+  apiserver-test) apiserver_test "${2:-}" "${3:-}" ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server|apiserver-test [NODES [RUN]]]" >&2; exit 2 ;;
 esac

@@ -20,6 +20,10 @@ limitations under the License.
 //	                with -nodes 2 also a second node (a second kubelet and containerd)
 //	cluster down    stop what up started and remove its mounts and network devices
 //	cluster status  say what runs and what is left on the machine
+//	cluster apiserver-up    etcd and a kube-apiserver of _output/bin alone, on
+//	                127.0.0.1:26443 (etcd 23811), state in _output/apiserver: a
+//	                real API server for measurements (docs/vpa-node-scope.md)
+//	cluster apiserver-down  stop them and remove etcd's store
 //	cluster slow-registry [-listen ADDR -upstream ADDR -delay D]  serve the local
 //	                registry slowly on 127.0.0.1:5001 (up starts it)
 //	cluster node-e2e-preflight  fail when the suite cannot run now (ports in use)
@@ -68,7 +72,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -129,6 +133,10 @@ func main() {
 		err = c.Up(ctx)
 	case "down":
 		err = c.Down(ctx)
+	case "apiserver-up":
+		err = cluster.NewLoneAPIServer(root, os.Stdout).Up(ctx)
+	case "apiserver-down":
+		err = cluster.NewLoneAPIServer(root, os.Stdout).Down()
 	case "slow-registry":
 		err = (&cluster.SlowRegistry{Upstream: *upstream, Delay: *delay}).ListenAndServe(ctx, *listen)
 	case "node-e2e-preflight":
