@@ -33,7 +33,7 @@ import (
 
 // materializeVersion changes whenever the way a base tree is built changes, so that
 // existing trees are rebuilt.
-const materializeVersion = "4"
+const materializeVersion = "5"
 
 // Source finds the extracted source of a Go module version.
 type Source interface {
