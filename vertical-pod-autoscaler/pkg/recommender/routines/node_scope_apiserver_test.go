@@ -26,6 +26,8 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +35,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"sigs.k8s.io/yaml"
@@ -50,6 +55,8 @@ import (
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
+	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
+	nodescopeutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
 )
 
 // requestCounter counts the requests of a client by verb and resource, the
@@ -146,16 +153,234 @@ func installCRDs(t *testing.T, cfg *rest.Config) {
 	}
 }
 
+// sliceWatch counts the events and bytes a watcher of the slices receives.
+type sliceWatch struct {
+	mu            sync.Mutex
+	events, bytes int
+}
+
+func (w *sliceWatch) reset() (events, bytes int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	events, bytes = w.events, w.bytes
+	w.events, w.bytes = 0, 0
+	return events, bytes
+}
+
+// apiServerRun is one case of TestNodeScopeWritesOnAPIServer: a VPA of its
+// own on the server, the fixture's recommender with a model of its own, the
+// nodes' names and the time of their last samples.
+type apiServerRun struct {
+	t       *testing.T
+	cfg     *rest.Config
+	client  *vpa_clientset.Clientset
+	counter *requestCounter
+	f       *nodeScopeFixture
+	rnd     *rand.Rand
+	names   []string
+	at      time.Time
+	watch   *sliceWatch
+}
+
+// newAPIServerRun deletes what earlier cases left in the namespace, then
+// creates the node-scoped VPA (a new UID) and a recommender on the server.
+func newAPIServerRun(t *testing.T, cfg *rest.Config, client *vpa_clientset.Clientset, counter *requestCounter) *apiServerRun {
+	ctx := context.TODO()
+	for _, err := range []error{
+		client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
+		client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
+		client.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
+		client.AutoscalingV1().VerticalPodAutoscalers("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	created, err := client.AutoscalingV1().VerticalPodAutoscalers("default").Create(ctx, &vpa_types.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
+		Spec: vpa_types.VerticalPodAutoscalerSpec{
+			TargetRef: &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
+			Scope:     vpa_types.ScopeNode,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &nodeScopeFixture{apiVPA: created}
+	f.startWith(t, client)
+	return &apiServerRun{t: t, cfg: cfg, client: client, counter: counter, f: f, rnd: rand.New(rand.NewSource(1)), watch: &sliceWatch{}}
+}
+
+// checkpointAll runs loops until every node is checkpointed, as in
+// BenchmarkRecommenderLoop (with the gate off: one loop).
+func (r *apiServerRun) checkpointAll() {
+	first := time.Now()
+	gate := features.Enabled(features.DaemonSetNodeScope)
+	for i := 0; i < 20 && (i == 0 || gate && r.f.checkpointedNodes(r.t) < len(r.names)); i++ {
+		r.f.r.UpdateVPAs()
+		r.f.r.MaintainCheckpoints(context.TODO())
+	}
+	if gate {
+		r.t.Logf("MEASURED first loops until all checkpointed: %v", time.Since(first))
+	}
+	r.at = time.Now()
+}
+
+// watchSlices starts the watcher of the slices.
+func (r *apiServerRun) watchSlices() {
+	ctx := context.TODO()
+	list, err := r.client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	watcher, err := vpa_clientset.NewForConfigOrDie(rest.CopyConfig(r.cfg)).AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(watcher.Stop)
+	w := r.watch
+	go func() {
+		for e := range watcher.ResultChan() {
+			raw, _ := json.Marshal(e.Object)
+			w.mu.Lock()
+			w.events++
+			w.bytes += len(raw)
+			w.mu.Unlock()
+		}
+	}()
+}
+
+// loops runs n recommender loops, each after a new minute of samples of the
+// pods agent-<node><suffix>, and logs what they sent and what the watcher of
+// the slices received, per loop.
+func (r *apiServerRun) loops(what string, n int, suffix string) {
+	r.counter.reset()
+	r.watch.reset()
+	var busy time.Duration
+	for range n {
+		r.at = r.at.Add(time.Minute)
+		r.f.feedMovingPods(r.t, r.rnd, r.names, suffix, r.at)
+		start := time.Now()
+		r.f.r.UpdateVPAs()
+		loopCtx, cancel := context.WithDeadline(context.TODO(), time.Now().Add(time.Minute))
+		r.f.r.MaintainCheckpoints(loopCtx)
+		cancel()
+		busy += time.Since(start)
+	}
+	time.Sleep(2 * time.Second) // the last events
+	requests, sent, latency := r.counter.reset()
+	events, eventBytes := r.watch.reset()
+	var parts []string
+	for key, count := range requests {
+		parts = append(parts, fmt.Sprintf("%s: %.1f requests %.0f B %v", key, float64(count)/float64(n), float64(sent[key])/float64(n), latency[key]/time.Duration(n)))
+	}
+	sort.Strings(parts)
+	r.t.Logf("MEASURED %s, per loop: loop %v; %s; watch of the slices: %.1f events %.0f B",
+		what, busy/time.Duration(n), strings.Join(parts, "; "), float64(events)/float64(n), float64(eventBytes)/float64(n))
+}
+
+// memory logs the heap in use after a GC beyond base (what the recommender's
+// model, its checkpoint store and slice writer hold: base is taken after
+// the listers were filled), the model's aggregations, and the RSS of this
+// process after the free heap was returned to the system.
+func (r *apiServerRun) memory(what string, base heap) {
+	now := heapAfterGC()
+	debug.FreeOSMemory()
+	r.t.Logf("MEASURED %s: heap in use %.1f MiB (live objects %.1f MiB) beyond the listers, %d aggregations; test process RSS %s, peak %s",
+		what, mib(now.inUse, base.inUse), mib(now.live, base.live), r.f.cluster.StateMapSize(), procStatus(r.t, "VmRSS"), procStatus(r.t, "VmHWM"))
+}
+
+// heap is the heap after a GC: the spans in use (heapInUse, as
+// BenchmarkRecommenderLoop reports it) and the live objects in them.
+type heap struct{ inUse, live uint64 }
+
+func heapAfterGC() heap {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return heap{inUse: m.HeapInuse, live: m.HeapAlloc}
+}
+
+// mib is the difference of two byte counts in MiB.
+func mib(now, base uint64) float64 { return (float64(now) - float64(base)) / (1 << 20) }
+
+// procStatus is a field of /proc/self/status, e.g. "1234 kB".
+func procStatus(t *testing.T, field string) string {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if value, found := strings.CutPrefix(line, field+":"); found {
+			return strings.TrimSpace(value)
+		}
+	}
+	return "?"
+}
+
+// lookupMemory starts the slice informer of the admission controller and the
+// updater (nodescopeutil.NewLookup, which their main.go start with the gate
+// on), checks that it serves the recommender's entries and logs the heap it
+// holds.
+func (r *apiServerRun) lookupMemory(what string) {
+	base := heapAfterGC()
+	stop := make(chan struct{})
+	defer close(stop)
+	lookup, err := nodescopeutil.NewLookup(vpa_clientset.NewForConfigOrDie(rest.CopyConfig(r.cfg)), "default", stop)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	held := heapAfterGC()
+	for _, node := range []string{r.names[0], r.names[len(r.names)-1]} {
+		if lookup.NodeRecommendation(r.f.apiVPA, node) == nil {
+			r.t.Errorf("the slice informer has no recommendation for node %s", node)
+		}
+	}
+	r.t.Logf("MEASURED %s: the slice informer of the admission controller and of the updater holds %d slices in %.1f MiB of heap in use (live objects %.1f MiB)",
+		what, len(lookup.Indexer.List()), mib(held.inUse, base.inUse), mib(held.live, base.live))
+}
+
+// rollOut replaces the pod agent-<node><prev> on every node by
+// agent-<node><rev>, as a rolling update of the DaemonSet does (a new name, the
+// new revision's controller-revision-hash label, the same requests), in the
+// model as the cluster feeder does and in the pod lister.
+func (r *apiServerRun) rollOut(pods cache.Indexer, ds *appsv1.DaemonSet, prev, rev string) {
+	request := model.Resources{model.ResourceCPU: model.CPUAmountFromCores(0.5), model.ResourceMemory: model.MemoryAmountFromBytes(256 << 20)}
+	for _, node := range r.names {
+		old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-" + node + prev, Namespace: "default"}}
+		r.f.cluster.DeletePod(model.PodID{Namespace: "default", PodName: old.Name})
+		if err := pods.Delete(old); err != nil {
+			r.t.Fatal(err)
+		}
+		pod := daemonSetPod(ds, "agent-"+node+rev, node)
+		if err := pods.Add(pod); err != nil {
+			r.t.Fatal(err)
+		}
+		id := model.PodID{Namespace: "default", PodName: pod.Name}
+		podLabels := map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: strings.TrimPrefix(rev, "-")}
+		r.f.cluster.AddOrUpdatePod(id, model.ScopedPodLabels(r.f.cluster, id, podLabels, node, r.f.r.nodeScope.NodeUIDs()), corev1.PodRunning)
+		for _, c := range []string{"agent", "sidecar"} {
+			if err := r.f.cluster.AddOrUpdateContainer(model.ContainerID{PodID: id, ContainerName: c}, request); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestNodeScopeWritesOnAPIServer measures, against the kube-apiserver of the
 // kubeconfig $VPA_APISERVER_KUBECONFIG (with etcd; nothing else runs there),
-// what the recommender writes and what a watcher of the slices (the admission
-// controller and the updater have one each) receives per loop while the
-// recommendations move: the nodes of addMovingNodes ($VPA_APISERVER_NODES,
-// default 1000), a new minute of samples before every loop, without
-// hysteresis and with the default threshold, after 70 minutes and 24 hours of
-// history. The client runs at the VPA's default 50 QPS and burst 100. The
-// model is the recommender's own, in this process; only the API objects are
-// on the server.
+// what the recommender
+// writes and what a watcher of the slices (the admission controller and the
+// updater have one each) receives per loop while the recommendations move:
+// the nodes of addMovingNodes ($VPA_APISERVER_NODES, default 1000), a new
+// minute of samples before every loop, without hysteresis and with the
+// default threshold, after 70 minutes and 24 hours of history; and the heap
+// that the recommender's model holds, with the gate on and off, and the slice
+// informer of the admission controller and the updater. The case "rollout"
+// replaces every node's pod twice, as rolling updates of the DaemonSet do,
+// and measures the same after each, then the aggregation GC. The client runs
+// at the VPA's default 50 QPS and burst 100. The model is the recommender's
+// own, in this process; only the API objects are on the server.
 func TestNodeScopeWritesOnAPIServer(t *testing.T) {
 	kubeconfig := os.Getenv("VPA_APISERVER_KUBECONFIG")
 	if kubeconfig == "" {
@@ -179,91 +404,86 @@ func TestNodeScopeWritesOnAPIServer(t *testing.T) {
 	const loops = 10
 
 	for _, history := range []time.Duration{70 * time.Minute, 24 * time.Hour} {
+		// The same nodes and samples with the gate off: upstream's model.
+		t.Run(fmt.Sprintf("history=%v/gate=off", history), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, false)
+			r := newAPIServerRun(t, cfg, client, counter)
+			r.f.r.nodeScope.Nodes = benchNodes(t, nodes)
+			listers := heapAfterGC()
+			r.names = r.f.addMovingPods(t, r.rnd, nodes, history)
+			r.checkpointAll()
+			what := fmt.Sprintf("nodes=%d history=%v gate off", nodes, history)
+			r.loops(what, loops, "")
+			r.memory(what, listers)
+		})
 		for _, threshold := range []float64{0, model.DefaultNodeRewriteThreshold} {
 			t.Run(fmt.Sprintf("history=%v/threshold=%g", history, threshold), func(t *testing.T) {
-				ctx := context.TODO()
-				// A VPA of its own (a new UID), without the slices of the previous run.
-				for _, err := range []error{
-					client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
-					client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
-					client.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
-					client.AutoscalingV1().VerticalPodAutoscalers("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),
-				} {
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
-				f := &nodeScopeFixture{}
-				created, err := client.AutoscalingV1().VerticalPodAutoscalers("default").Create(ctx, &vpa_types.VerticalPodAutoscaler{
-					ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
-					Spec: vpa_types.VerticalPodAutoscalerSpec{
-						TargetRef: &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
-						Scope:     vpa_types.ScopeNode,
-					},
-				}, metav1.CreateOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.apiVPA = created
-				f.startWith(t, client)
-				f.r.nodeScope.Writer.(*nodescope.Writer).RewriteThreshold = threshold
-				rnd := rand.New(rand.NewSource(1))
-				names := f.addMovingNodes(t, rnd, nodes, history)
-
-				// Until every node is checkpointed, as in BenchmarkRecommenderLoop.
-				first := time.Now()
-				for i := 0; i < 20 && (i == 0 || f.checkpointedNodes(t) < nodes); i++ {
-					f.r.UpdateVPAs()
-					f.r.MaintainCheckpoints(ctx)
-				}
-				t.Logf("MEASURED first loops until all checkpointed: %v", time.Since(first))
-
-				list, err := client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").List(ctx, metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				watcher, err := vpa_clientset.NewForConfigOrDie(rest.CopyConfig(cfg)).AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer watcher.Stop()
-				var mu sync.Mutex
-				events, eventBytes := 0, 0
-				go func() {
-					for e := range watcher.ResultChan() {
-						raw, _ := json.Marshal(e.Object)
-						mu.Lock()
-						events++
-						eventBytes += len(raw)
-						mu.Unlock()
-					}
-				}()
-
-				counter.reset()
-				var busy time.Duration
-				at := time.Now()
-				for range loops {
-					at = at.Add(time.Minute)
-					f.feedMovingNodes(t, rnd, names, at)
-					start := time.Now()
-					f.r.UpdateVPAs()
-					loopCtx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Minute))
-					f.r.MaintainCheckpoints(loopCtx)
-					cancel()
-					busy += time.Since(start)
-				}
-				time.Sleep(2 * time.Second) // the last events
-				requests, sent, latency := counter.reset()
-				mu.Lock()
-				defer mu.Unlock()
-				var parts []string
-				for key, n := range requests {
-					parts = append(parts, fmt.Sprintf("%s: %.1f requests %.0f B %v", key, float64(n)/loops, float64(sent[key])/loops, latency[key]/loops))
-				}
-				sort.Strings(parts)
-				t.Logf("MEASURED nodes=%d history=%v threshold=%g, per loop: loop %v; %s; watch of the slices: %.1f events %.0f B",
-					nodes, history, threshold, busy/loops, strings.Join(parts, "; "), float64(events)/loops, float64(eventBytes)/loops)
+				r := newAPIServerRun(t, cfg, client, counter)
+				r.f.r.nodeScope.Writer.(*nodescope.Writer).RewriteThreshold = threshold
+				before := heapAfterGC()
+				r.f.r.nodeScope.Nodes = benchNodes(t, nodes)
+				listers := heapAfterGC()
+				t.Logf("MEASURED the test's pod, node and DaemonSet listers of %d nodes: heap in use %.1f MiB (live objects %.1f MiB)", nodes, mib(listers.inUse, before.inUse), mib(listers.live, before.live))
+				r.names = r.f.addMovingPods(t, r.rnd, nodes, history)
+				r.checkpointAll()
+				r.watchSlices()
+				what := fmt.Sprintf("nodes=%d history=%v threshold=%g", nodes, history, threshold)
+				r.loops(what, loops, "")
+				r.memory(what, listers)
+				r.lookupMemory(what)
 			})
 		}
 	}
+
+	t.Run("rollout", func(t *testing.T) {
+		r := newAPIServerRun(t, cfg, client, counter)
+		checker, pods := benchNodesWithPods(t, nodes)
+		r.f.r.nodeScope.Nodes = checker
+		listers := heapAfterGC()
+		r.names = r.f.addMovingPods(t, r.rnd, nodes, 24*time.Hour)
+		r.checkpointAll()
+		r.watchSlices()
+		what := fmt.Sprintf("nodes=%d history=24h rollout: revision 1", nodes)
+		r.loops(what, loops, "")
+		r.memory(what, listers)
+		ds, err := checker.DaemonSets.DaemonSets("default").Get("agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := ""
+		for i, rev := range []string{"-rev2", "-rev3"} {
+			r.rollOut(pods, ds, prev, rev)
+			what := fmt.Sprintf("nodes=%d history=24h rollout: revision %d", nodes, i+2)
+			r.loops(what, loops, rev)
+			r.memory(what, listers)
+			if got, want := r.f.cluster.StateMapSize(), 2*nodes*(i+2); got != want {
+				t.Errorf("after revision %d: %d aggregations, want %d (two containers of every revision's pod on every node)", i+2, got, want)
+			}
+			prev = rev
+		}
+		entries := r.f.slices(t)
+		for _, node := range []string{r.names[0], r.names[len(r.names)-1]} {
+			if _, found := entries[node]; !found {
+				t.Errorf("node %s has no recommendation after the rollouts", node)
+			}
+		}
+		// Upstream's aggregation GC, as the recommender runs it after every
+		// loop (at most once per gcInterval): the earlier revisions'
+		// aggregations have samples of the last minutes and stay.
+		ctx := context.TODO()
+		r.f.cluster.RateLimitedGarbageCollectAggregateCollectionStates(ctx, r.at, controllerfetcher.FakeControllerFetcher{})
+		if got, want := r.f.cluster.StateMapSize(), 6*nodes; got != want {
+			t.Errorf("after the GC right after the rollouts: %d aggregations, want %d", got, want)
+		}
+		r.memory(fmt.Sprintf("nodes=%d rollout: after the GC right after the rollouts", nodes), listers)
+		// They go once their last sample is older than the memory
+		// aggregation window (8 days); the pods of revision 3 still report.
+		gcAt := r.at.Add(8 * 24 * time.Hour)
+		r.f.feedMovingPods(t, r.rnd, r.names, "-rev3", gcAt)
+		r.f.cluster.RateLimitedGarbageCollectAggregateCollectionStates(ctx, gcAt, controllerfetcher.FakeControllerFetcher{})
+		if got, want := r.f.cluster.StateMapSize(), 2*nodes; got != want {
+			t.Errorf("after the GC 8 days later: %d aggregations, want %d", got, want)
+		}
+		r.memory(fmt.Sprintf("nodes=%d rollout: after the GC 8 days after revision 3 started", nodes), listers)
+	})
 }

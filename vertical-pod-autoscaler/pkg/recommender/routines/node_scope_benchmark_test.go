@@ -65,7 +65,12 @@ func (f *nodeScopeFixture) feedVarying(b testing.TB, rnd *rand.Rand, node string
 
 // feedSample adds the samples of one minute, at, as feedVarying does.
 func (f *nodeScopeFixture) feedSample(b testing.TB, rnd *rand.Rand, node string, cores, memBytes float64, at time.Time) {
-	podID := model.PodID{Namespace: "default", PodName: "agent-" + node}
+	f.feedPodSample(b, rnd, "agent-"+node, cores, memBytes, at)
+}
+
+// feedPodSample adds the samples of one minute, at, to the named pod.
+func (f *nodeScopeFixture) feedPodSample(b testing.TB, rnd *rand.Rand, pod string, cores, memBytes float64, at time.Time) {
+	podID := model.PodID{Namespace: "default", PodName: pod}
 	for _, c := range []string{"agent", "sidecar"} {
 		id := model.ContainerID{PodID: podID, ContainerName: c}
 		cpu := cores * math.Exp((rnd.Float64()*2-1)*math.Log(3))
@@ -84,6 +89,13 @@ func (f *nodeScopeFixture) feedSample(b testing.TB, rnd *rand.Rand, node string,
 // nodes, as the recommender has them from its informers; the pods are shaped
 // as the DaemonSet controller creates them.
 func benchNodes(b testing.TB, nodes int) *nodescope.Nodes {
+	checker, _ := benchNodesWithPods(b, nodes)
+	return checker
+}
+
+// benchNodesWithPods is benchNodes and the indexer of its pod lister, for
+// tests that replace the pods (daemonSetPod).
+func benchNodesWithPods(b testing.TB, nodes int) (*nodescope.Nodes, cache.Indexer) {
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	daemonSets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -100,23 +112,30 @@ func benchNodes(b testing.TB, nodes int) *nodescope.Nodes {
 	if err := daemonSets.Add(ds); err != nil {
 		b.Fatal(err)
 	}
-	owner := *metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
 	for i := range nodes {
 		name := fmt.Sprintf("node-%05d", i)
 		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/os": "linux", "pool": "infra", corev1.LabelInstanceTypeStable: fmt.Sprintf("type-%d", i%10)}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}}}); err != nil {
 			b.Fatal(err)
 		}
-		spec := ds.Spec.Template.Spec.DeepCopy()
-		spec.NodeName = name
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{
-			{MatchFields: []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}}},
-		}
-		if err := pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent-" + name, Namespace: "default", OwnerReferences: []metav1.OwnerReference{owner}}, Spec: *spec}); err != nil {
+		if err := pods.Add(daemonSetPod(ds, "agent-"+name, name)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return &nodescope.Nodes{Pods: listersv1.NewPodLister(pods), Nodes: listersv1.NewNodeLister(nodeStore), DaemonSets: appslisters.NewDaemonSetLister(daemonSets)}
+	return &nodescope.Nodes{Pods: listersv1.NewPodLister(pods), Nodes: listersv1.NewNodeLister(nodeStore), DaemonSets: appslisters.NewDaemonSetLister(daemonSets)}, pods
+}
+
+// daemonSetPod is the DaemonSet's pod on the node, shaped as the DaemonSet
+// controller creates it: the template's spec, the required node affinity
+// replaced by a pin to the node's name, the DaemonSet as controller.
+func daemonSetPod(ds *appsv1.DaemonSet, pod, node string) *corev1.Pod {
+	spec := ds.Spec.Template.Spec.DeepCopy()
+	spec.NodeName = node
+	spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{
+		{MatchFields: []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}},
+	}
+	owner := *metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: "default", OwnerReferences: []metav1.OwnerReference{owner}}, Spec: *spec}
 }
 
 // BenchmarkRecommenderLoop measures the recommender loop's UpdateVPAs (the
@@ -216,6 +235,11 @@ func BenchmarkRecommenderLoop(b *testing.B) {
 // the nodes' names.
 func (f *nodeScopeFixture) addMovingNodes(tb testing.TB, rnd *rand.Rand, nodes int, history time.Duration) []string {
 	f.r.nodeScope.Nodes = benchNodes(tb, nodes)
+	return f.addMovingPods(tb, rnd, nodes, history)
+}
+
+// addMovingPods is addMovingNodes on the nodes the fixture has already.
+func (f *nodeScopeFixture) addMovingPods(tb testing.TB, rnd *rand.Rand, nodes int, history time.Duration) []string {
 	request := model.Resources{model.ResourceCPU: model.CPUAmountFromCores(0.5), model.ResourceMemory: model.MemoryAmountFromBytes(256 << 20)}
 	names := make([]string, nodes)
 	for i := range nodes {
@@ -234,8 +258,13 @@ func (f *nodeScopeFixture) addMovingNodes(tb testing.TB, rnd *rand.Rand, nodes i
 // feedMovingNodes adds the samples of the minute at to the nodes of
 // addMovingNodes.
 func (f *nodeScopeFixture) feedMovingNodes(tb testing.TB, rnd *rand.Rand, names []string, at time.Time) {
+	f.feedMovingPods(tb, rnd, names, "", at)
+}
+
+// feedMovingPods is feedMovingNodes for the pods agent-<node><suffix>.
+func (f *nodeScopeFixture) feedMovingPods(tb testing.TB, rnd *rand.Rand, names []string, suffix string, at time.Time) {
 	for i, node := range names {
-		f.feedSample(tb, rnd, node, 0.1+float64(i%50)/10, 1e8*float64(1+i%20), at)
+		f.feedPodSample(tb, rnd, "agent-"+node+suffix, 0.1+float64(i%50)/10, 1e8*float64(1+i%20), at)
 	}
 }
 
