@@ -39,11 +39,14 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -367,6 +370,154 @@ func (r *apiServerRun) rollOut(pods cache.Indexer, ds *appsv1.DaemonSet, prev, r
 	}
 }
 
+// kubeletNode is a Node as a kubelet on a cloud VM registers and reports it:
+// the well-known labels, a few annotations, a taint and a status with
+// conditions, addresses, capacity and the images on the node.
+func kubeletNode(i int) *corev1.Node {
+	name := fmt.Sprintf("node-%05d", i)
+	zone := fmt.Sprintf("region-1%c", 'a'+i%3)
+	instanceType := fmt.Sprintf("type-%d", i%10)
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	}
+	now := metav1.Now()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", corev1.LabelHostname: name,
+				"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+				corev1.LabelInstanceTypeStable: instanceType, corev1.LabelInstanceType: instanceType,
+				corev1.LabelTopologyRegion: "region-1", corev1.LabelTopologyZone: zone,
+				corev1.LabelFailureDomainBetaRegion: "region-1", corev1.LabelFailureDomainBetaZone: zone,
+				"pool": "infra",
+			},
+			Annotations: map[string]string{
+				"node.alpha.kubernetes.io/ttl":                           "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+				"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"pd.csi.storage.gke.io":"projects/p/zones/%s/instances/%s"}`, zone, name),
+			},
+		},
+		Spec: corev1.NodeSpec{
+			PodCIDR: fmt.Sprintf("10.%d.%d.0/24", i/256, i%256), PodCIDRs: []string{fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)},
+			ProviderID: fmt.Sprintf("gce://p/%s/%s", zone, name),
+			Taints:     []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}},
+		},
+		Status: corev1.NodeStatus{
+			Capacity: resources, Allocatable: resources,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.128.%d.%d", i/256, i%256)},
+				{Type: corev1.NodeExternalIP, Address: fmt.Sprintf("34.1.%d.%d", i/256, i%256)},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("%032x", i+1), BootID: fmt.Sprintf("%032x", i+2),
+				KernelVersion: "6.1.0-1", OSImage: "Container-Optimized OS", ContainerRuntimeVersion: "containerd://2.0.0",
+				KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64",
+			},
+		},
+	}
+	for _, c := range []struct {
+		condition       corev1.NodeConditionType
+		status          corev1.ConditionStatus
+		reason, message string
+	}{
+		{corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"},
+		{corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
+		{corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
+		{corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"},
+		{corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", "RouteController created a route"},
+	} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c.condition, Status: c.status, Reason: c.reason, Message: c.message, LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	for j := range 30 {
+		image := fmt.Sprintf("registry.example.com/team-%d/image-%d", j%7, j)
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("%s@sha256:%064x", image, j), image + ":v1.2.3"},
+			SizeBytes: int64(10_000_000 + j*1_000_000),
+		})
+	}
+	return node
+}
+
+// nodeCacheMemory creates n Nodes shaped as kubelets report them, then
+// measures the heap that the recommender's node cache holds (NewNodes, whose
+// informer keeps only name, UID, labels and taints), against that of a node
+// informer without the trim, and deletes the Nodes.
+func nodeCacheMemory(t *testing.T, cfg *rest.Config, n int) {
+	ctx := context.TODO()
+	setup := rest.CopyConfig(cfg)
+	setup.QPS, setup.Burst = 500, 1000
+	kube := kubernetes.NewForConfigOrDie(setup)
+	t.Cleanup(func() {
+		if err := kube.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "pool=infra"}); err != nil {
+			t.Error(err)
+		}
+	})
+	created := time.Now()
+	work := make(chan int)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var failed error
+			for i := range work {
+				if _, err := kube.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) && failed == nil {
+					failed = err
+				}
+			}
+			errs <- failed
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=infra", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(list.Items[0])
+	t.Logf("MEASURED %d Nodes created in %v, each about %d bytes of JSON as the server returns it (with its status and managedFields)", n, time.Since(created).Round(time.Second), len(raw))
+
+	measure := func(what string, start func(stop <-chan struct{}) func(string) bool) {
+		base := heapAfterGC()
+		stop := make(chan struct{})
+		defer close(stop)
+		known := start(stop)
+		held := heapAfterGC()
+		if !known(fmt.Sprintf("node-%05d", n-1)) {
+			t.Errorf("%s: the last node is not in the cache", what)
+		}
+		t.Logf("MEASURED %s of %d nodes: heap in use %.1f MiB (live objects %.1f MiB)", what, n, mib(held.inUse, base.inUse), mib(held.live, base.live))
+	}
+	measure("the recommender's node cache (NewNodes: name, UID, labels, taints)", func(stop <-chan struct{}) func(string) bool {
+		factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(rest.CopyConfig(cfg)), 0)
+		nodes := nodescope.NewNodes(nil, factory)
+		factory.Start(stop)
+		factory.WaitForCacheSync(stop)
+		return func(name string) bool {
+			_, found := nodes.NodeLabel(name, "pool")
+			return found
+		}
+	})
+	measure("a node informer without the trim", func(stop <-chan struct{}) func(string) bool {
+		factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(rest.CopyConfig(cfg)), 0)
+		lister := factory.Core().V1().Nodes().Lister()
+		factory.Start(stop)
+		factory.WaitForCacheSync(stop)
+		return func(name string) bool {
+			_, err := lister.Get(name)
+			return err == nil
+		}
+	})
+}
+
 // TestNodeScopeWritesOnAPIServer measures, against the kube-apiserver of the
 // kubeconfig $VPA_APISERVER_KUBECONFIG (with etcd; nothing else runs there),
 // what the recommender
@@ -378,7 +529,8 @@ func (r *apiServerRun) rollOut(pods cache.Indexer, ds *appsv1.DaemonSet, prev, r
 // that the recommender's model holds, with the gate on and off, and the slice
 // informer of the admission controller and the updater. The case "rollout"
 // replaces every node's pod twice, as rolling updates of the DaemonSet do,
-// and measures the same after each, then the aggregation GC. The client runs
+// and measures the same after each, then the aggregation GC; "node-cache"
+// measures the recommender's cache of Nodes. The client runs
 // at the VPA's default 50 QPS and burst 100. The model is the recommender's
 // own, in this process; only the API objects are on the server.
 func TestNodeScopeWritesOnAPIServer(t *testing.T) {
@@ -485,5 +637,9 @@ func TestNodeScopeWritesOnAPIServer(t *testing.T) {
 			t.Errorf("after the GC 8 days later: %d aggregations, want %d", got, want)
 		}
 		r.memory(fmt.Sprintf("nodes=%d rollout: after the GC 8 days after revision 3 started", nodes), listers)
+	})
+
+	t.Run("node-cache", func(t *testing.T) {
+		nodeCacheMemory(t, cfg, nodes)
 	})
 }
