@@ -68,7 +68,7 @@ func (t *Tree) Save(into string) ([]string, error) {
 
 	if bin, err := g.binaryPaths(st.Tip(), work); err != nil {
 		return nil, err
-	} else if len(bin) > 0 {
+	} else if bin = uncarried(bin, groups); len(bin) > 0 {
 		return nil, fmt.Errorf("binary files are not source and the series does not carry them (a build output in the tree?); remove them from the tree, nothing was saved:\n  %s", strings.Join(bin, "\n  "))
 	}
 
@@ -160,6 +160,28 @@ func (t *Tree) Save(into string) ([]string, error) {
 		st.Groups = append(st.Groups, GroupState{Name: gr.Name, Fingerprint: fp, Commit: commits[i]})
 	}
 	return saved, t.saveState(st)
+}
+
+// uncarried returns the paths that no group carries as a file of its own. A
+// file the series adds (a group's files) is written back as it is, so a binary
+// one, such as the protobuf fixture of a new API in staging/src/k8s.io/api/testdata,
+// which upstream's generator writes, is carried like any other; a binary that
+// would go into an upstream.patch, or that is new to the series (a build
+// output), is not.
+func uncarried(paths []string, groups []Group) []string {
+	carried := map[string]bool{}
+	for _, gr := range groups {
+		for _, f := range gr.Files {
+			carried[f] = true
+		}
+	}
+	var out []string
+	for _, p := range paths {
+		if !carried[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // checkCurrent refuses to save from a tree whose groups were built from other

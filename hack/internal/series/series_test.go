@@ -352,6 +352,25 @@ func TestSaveRefusesBinaryFiles(t *testing.T) {
 	}
 }
 
+// A binary file the series carries as a file of its own (upstream's protobuf
+// fixture of a new API) is saved like any other; before, every change of it was
+// refused as a build output.
+func TestSaveWritesBackABinaryFileTheSeriesCarries(t *testing.T) {
+	f := newFixture(t)
+	writeFiles(t, f.repo.Root, map[string]string{
+		"patches/fake/10-first/files": "pkg/b/b.go\npkg/b/testdata/b.pb\n",
+		"pkg/b/testdata/b.pb":         "\n\x04b\x00\x01",
+	})
+	f.sync(t)
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/b/testdata/b.pb": "\n\x04b\x00\x02"})
+	if _, err := f.tree.Save(""); err != nil {
+		t.Fatalf("saving a carried binary file: %v", err)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "pkg/b/testdata/b.pb")); got != "\n\x04b\x00\x02" {
+		t.Errorf("the repository holds %q, want the tree's", got)
+	}
+}
+
 func TestSaveConflictLeavesTheTreeAsItWas(t *testing.T) {
 	f := newFixture(t)
 	st := f.sync(t)
