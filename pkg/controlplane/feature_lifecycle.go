@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	"k8s.io/client-go/kubernetes"
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 	"k8s.io/kubernetes/pkg/controlplane/controller/featurelifecycle"
@@ -41,7 +42,7 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		Namespace:             metav1.NamespaceSystem,
 		Identity:              c.ControlPlane.Generic.APIServerID,
 		IdentityLeaseSelector: controlplaneapiserver.IdentityLeaseComponentLabelKey + "=" + controlplaneapiserver.KubeAPIServer,
-		Gate:                  utilfeature.DefaultMutableFeatureGate,
+		Gate:                  featurereporting.NewGate(utilfeature.DefaultMutableFeatureGate),
 		BinaryVersion:         c.ControlPlane.Generic.EffectiveVersion.BinaryVersion(),
 		EmulationVersion:      c.ControlPlane.Generic.EffectiveVersion.EmulationVersion(),
 		Tasks:                 registry,
@@ -49,7 +50,8 @@ func (c CompletedConfig) addFeatureLifecycleHook(s *Instance, client kubernetes.
 		Liveness:         3 * controlplaneapiserver.IdentityLeaseRenewIntervalPeriod,
 		Recheck:          controlplaneapiserver.IdentityLeaseRenewIntervalPeriod,
 		UnknownRetention: featurelifecycle.UnknownRetentionMinorVersions,
-		StaleUseAge:      featurelifecycle.UsesWaitPeriod,
+		PruneInterval:    featurelifecycle.UsesWaitPeriod,
+		UseExpiry:        featurereporting.UseExpiry,
 	}, client)
 	s.ControlPlane.GenericAPIServer.AddPostStartHookOrDie("start-feature-lifecycle-controller", func(hookContext genericapiserver.PostStartHookContext) error {
 		controller.Start(hookContext)

@@ -714,7 +714,7 @@ func (p *featureAPIProcesses) history(ctx context.Context, name string) []revisi
 }
 
 // statusWithoutUses is what the server flow's status writes change: uses
-// are written by every server's reporter and by WaitForUses' clears, which
+// are written by every server's reporter and by the leader's pruning, which
 // name no writer.
 func statusWithoutUses(r revision) any {
 	status, _ := r.raw["status"].(map[string]any)

@@ -137,6 +137,11 @@ func (in *FeatureStatus) DeepCopyInto(out *FeatureStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Owners != nil {
+		in, out := &in.Owners, &out.Owners
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
@@ -183,6 +188,7 @@ func (in *FeatureUse) DeepCopyInto(out *FeatureUse) {
 		copy(*out, *in)
 	}
 	in.FirstReportTime.DeepCopyInto(&out.FirstReportTime)
+	in.LastReportTime.DeepCopyInto(&out.LastReportTime)
 	return
 }
 

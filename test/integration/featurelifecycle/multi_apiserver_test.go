@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
@@ -73,8 +74,7 @@ func TestThreeAPIServers(t *testing.T) {
 
 	// Every feature the servers know is announced by its rendezvous leader.
 	known := sets.New[string]()
-	gate := utilfeature.DefaultFeatureGate.(featurelifecycle.Gate)
-	for key := range gate.GetAll() {
+	for key := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		if key != "AllAlpha" && key != "AllBeta" {
 			known.Insert(strings.ToLower(string(key)))
 		}
@@ -180,14 +180,15 @@ func TestThreeAPIServers(t *testing.T) {
 		go featurelifecycle.New(featurelifecycle.Config{
 			Namespace:        metav1.NamespaceSystem,
 			Identity:         identity,
-			Gate:             utilfeature.DefaultFeatureGate.(featurelifecycle.Gate),
+			Gate:             featurereporting.NewGate(utilfeature.DefaultMutableFeatureGate),
 			BinaryVersion:    binary,
 			EmulationVersion: version.MajorMinor(binary.Major(), binary.Minor()),
 			Tasks:            registry,
 			Liveness:         0, // every other server looks dead
 			Recheck:          renewPeriod,
 			UnknownRetention: 3,
-			StaleUseAge:      usesWait,
+			PruneInterval:    usesWait,
+			UseExpiry:        featurereporting.UseExpiry,
 		}, client).Run(rogueCtx)
 	}
 	claims := tasks.ClearPVCUnusedCondition{}

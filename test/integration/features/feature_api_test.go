@@ -96,7 +96,7 @@ func TestFeatureSubresources(t *testing.T) {
 		Stage:           featuresv1alpha1.FeatureStageAlpha,
 		State:           featuresv1alpha1.FeatureStateTurningOn,
 		Tasks:           []featuresv1alpha1.FeatureTask{{Name: "WaitForUses"}},
-		Uses:            []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"forged"}}},
+		Uses:            []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"forged"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}},
 	}
 	updated, err := features.UpdateStatus(ctx, status, metav1.UpdateOptions{})
 	if err != nil {
@@ -112,7 +112,7 @@ func TestFeatureSubresources(t *testing.T) {
 	// Components write their uses through the uses subresource; a state sent along is dropped.
 	uses := updated.DeepCopy()
 	uses.Status.State = featuresv1alpha1.FeatureStateOff
-	uses.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}}
+	uses.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}}
 	updated, err = features.UpdateUses(ctx, uses.Name, uses, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestFeatureUpdatesAreConditional(t *testing.T) {
 	}
 	blind := f.DeepCopy()
 	blind.ResourceVersion = ""
-	blind.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}}}
+	blind.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}}
 	if _, err := features.UpdateUses(ctx, blind.Name, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "resourceVersion") {
 		t.Errorf("uses update without a resourceVersion: want Invalid naming it, got %v", err)
 	}

@@ -74,17 +74,17 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 		t.Fatalf("a node must read features: %v", err)
 	}
 	own := f.DeepCopy()
-	own.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node1"}, FirstReportTime: metav1.Now()}}
+	own.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: metav1.Now()}}
 	if f, err = node1.UpdateUses(ctx, own.Name, own, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("a node must report its own use: %v", err)
 	}
 
 	for name, mutate := range map[string]func(*featuresv1alpha1.Feature){
 		"another node's use": func(f *featuresv1alpha1.Feature) {
-			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node2"}})
+			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node2"}, BinaryVersion: "1.36", EmulationVersion: "1.36"})
 		},
 		"another component's use": func(f *featuresv1alpha1.Feature) {
-			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"node1"}})
+			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"})
 		},
 		"removing a use": func(f *featuresv1alpha1.Feature) { f.Status.Uses = nil },
 	} {

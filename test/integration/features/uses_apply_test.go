@@ -38,7 +38,7 @@ type usesWriter struct {
 func (w usesWriter) apply(name string) *featuresapply.FeatureApplyConfiguration {
 	return featuresapply.Feature(name, thirdPartyNamespace).
 		WithStatus(featuresapply.FeatureStatus().WithUses(featuresapply.FeatureUse().
-			WithComponent(w.component).WithValue(w.value).WithInstances(w.instance)))
+			WithComponent(w.component).WithValue(w.value).WithBinaryVersion("1.36").WithEmulationVersion("1.36").WithInstances(w.instance)))
 }
 
 // TestConcurrentUsesWritersKeepEachOthersEntries races writers of different

@@ -188,6 +188,7 @@ func autoConvert_v1alpha1_FeatureStatus_To_features_FeatureStatus(in *featuresv1
 	out.Tasks = *(*[]features.FeatureTask)(unsafe.Pointer(&in.Tasks))
 	out.Conditions = *(*[]v1.Condition)(unsafe.Pointer(&in.Conditions))
 	out.Uses = *(*[]features.FeatureUse)(unsafe.Pointer(&in.Uses))
+	out.Owners = *(*[]string)(unsafe.Pointer(&in.Owners))
 	return nil
 }
 
@@ -209,6 +210,7 @@ func autoConvert_features_FeatureStatus_To_v1alpha1_FeatureStatus(in *features.F
 	out.Tasks = *(*[]featuresv1alpha1.FeatureTask)(unsafe.Pointer(&in.Tasks))
 	out.Conditions = *(*[]v1.Condition)(unsafe.Pointer(&in.Conditions))
 	out.Uses = *(*[]featuresv1alpha1.FeatureUse)(unsafe.Pointer(&in.Uses))
+	out.Owners = *(*[]string)(unsafe.Pointer(&in.Owners))
 	return nil
 }
 
@@ -248,6 +250,9 @@ func autoConvert_v1alpha1_FeatureUse_To_features_FeatureUse(in *featuresv1alpha1
 	out.Value = in.Value
 	out.Instances = *(*[]string)(unsafe.Pointer(&in.Instances))
 	out.FirstReportTime = in.FirstReportTime
+	out.BinaryVersion = in.BinaryVersion
+	out.EmulationVersion = in.EmulationVersion
+	out.LastReportTime = in.LastReportTime
 	return nil
 }
 
@@ -261,6 +266,9 @@ func autoConvert_features_FeatureUse_To_v1alpha1_FeatureUse(in *features.Feature
 	out.Value = in.Value
 	out.Instances = *(*[]string)(unsafe.Pointer(&in.Instances))
 	out.FirstReportTime = in.FirstReportTime
+	out.BinaryVersion = in.BinaryVersion
+	out.EmulationVersion = in.EmulationVersion
+	out.LastReportTime = in.LastReportTime
 	return nil
 }
 

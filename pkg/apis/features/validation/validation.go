@@ -19,6 +19,7 @@ package validation
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -38,6 +39,8 @@ var (
 	taskNameRegexp = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z][A-Za-z0-9]*$`)
 	// instanceRegexp matches node names and component identities, which may
 	// hold underscores (leader election identities) and colons.
+	// minorVersionRegexp matches the major.minor versions of uses.
+	minorVersionRegexp = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 	instanceRegexp = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`)
 
 	validStates = sets.New(featuresapi.FeatureStateOn, featuresapi.FeatureStateOff, featuresapi.FeatureStateTurningOn, featuresapi.FeatureStateTurningOff)
@@ -51,6 +54,7 @@ func ValidateFeature(f *featuresapi.Feature) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&f.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateSpec(&f.Spec, f.Name, field.NewPath("spec"))...)
 	allErrs = append(allErrs, validateStatus(&f.Status, field.NewPath("status"))...)
+	allErrs = append(allErrs, validateUses(f.Status.Uses, field.NewPath("status", "uses"))...)
 	return allErrs
 }
 
@@ -61,7 +65,8 @@ func ValidateFeatureUpdate(f, old *featuresapi.Feature) field.ErrorList {
 	return allErrs
 }
 
-// ValidateFeatureStatusUpdate validates an update of a Feature's status.
+// ValidateFeatureStatusUpdate validates an update of a Feature's status but
+// its uses, which only the uses subresource writes.
 func ValidateFeatureStatusUpdate(f, old *featuresapi.Feature) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&f.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateStatus(&f.Status, field.NewPath("status"))...)
@@ -71,34 +76,61 @@ func ValidateFeatureStatusUpdate(f, old *featuresapi.Feature) field.ErrorList {
 // ValidateFeatureUsesUpdate validates an update of a Feature's uses.
 func ValidateFeatureUsesUpdate(f, old *featuresapi.Feature) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&f.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, validateUses(f.Status.Uses, field.NewPath("status", "uses"))...)
-	allErrs = append(allErrs, validateOneValuePerInstance(f.Status.Uses, old.Status.Uses, field.NewPath("status", "uses"))...)
+	allErrs = append(allErrs, validateUsesUpdate(f.Status.Uses, old.Status.Uses, field.NewPath("status", "uses"))...)
 	return allErrs
 }
 
-// validateOneValuePerInstance rejects an instance named under both values of a
-// component, unless it already was before the update (ratcheting: objects
-// written before the rule keep working). An instance that changes its value
-// moves itself from one entry to the other.
-func validateOneValuePerInstance(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
-	both := func(uses []featuresapi.FeatureUse) sets.Set[string] {
-		byValue := map[bool]sets.Set[string]{true: sets.New[string](), false: sets.New[string]()}
-		for _, use := range uses {
-			for _, instance := range use.Instances {
-				byValue[use.Value].Insert(use.Component + "/" + instance)
+// validateUsesUpdate validates uses, letting entries stored before a rule keep
+// what they had (ratcheting): entries without versions, written before uses
+// carried them, which may only lose instances (an instance that moves itself
+// to an entry with versions), and instances named in two entries.
+func validateUsesUpdate(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
+	allErrs := validateUses(uses, fldPath)
+	allErrs = slices.DeleteFunc(allErrs, func(err *field.Error) bool {
+		if err.Type != field.ErrorTypeRequired {
+			return false
+		}
+		for i, use := range uses {
+			if (err.Field == fldPath.Index(i).Child("binaryVersion").String() || err.Field == fldPath.Index(i).Child("emulationVersion").String()) &&
+				slices.ContainsFunc(old, func(o featuresapi.FeatureUse) bool {
+					return featuresapi.SameUse(o, use) && !slices.ContainsFunc(use.Instances, func(instance string) bool { return !slices.Contains(o.Instances, instance) })
+				}) {
+				return true
 			}
 		}
-		return byValue[true].Intersection(byValue[false])
+		return false
+	})
+	return append(allErrs, validateOneEntryPerInstance(uses, old, fldPath)...)
+}
+
+// validateOneEntryPerInstance rejects an instance named in two entries of its
+// component (two values, or two versions), unless it already was before the
+// update (ratcheting). An instance reports one value at one version, and
+// moves itself from one entry to another when they change.
+func validateOneEntryPerInstance(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
+	named := func(uses []featuresapi.FeatureUse) map[string]int {
+		count := map[string]int{}
+		for _, use := range uses {
+			for _, instance := range use.Instances {
+				count[use.Component+"/"+instance]++
+			}
+		}
+		return count
 	}
-	named, allowed := both(uses), both(old)
+	now, before := named(uses), named(old)
+	reported := sets.New[string]()
 	var allErrs field.ErrorList
 	for i, use := range uses {
 		for j, instance := range use.Instances {
 			k := use.Component + "/" + instance
-			if use.Value && named.Has(k) && !allowed.Has(k) {
-				allErrs = append(allErrs, field.Invalid(fldPath.Index(i).Child("instances").Index(j), instance,
-					fmt.Sprintf("is also named under value false of component %q: an instance reports one value, and moves itself when its value changes", use.Component)))
+			if now[k] < 2 || before[k] >= 2 {
+				continue
 			}
+			if reported.Has(k) {
+				allErrs = append(allErrs, field.Invalid(fldPath.Index(i).Child("instances").Index(j), instance,
+					fmt.Sprintf("is named in another entry of component %q too: an instance reports one value at one version, and moves itself when they change", use.Component)))
+			}
+			reported.Insert(k)
 		}
 	}
 	return allErrs
@@ -165,7 +197,25 @@ func validateStatus(status *featuresapi.FeatureStatus, fldPath *field.Path) fiel
 		allErrs = append(allErrs, field.TooMany(fldPath.Child("conditions"), len(status.Conditions), featuresapi.MaxFeatureConditions))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
-	allErrs = append(allErrs, validateUses(status.Uses, fldPath.Child("uses"))...)
+	allErrs = append(allErrs, validateOwners(status.Owners, fldPath.Child("owners"))...)
+	return allErrs
+}
+
+func validateOwners(owners []string, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(owners) > featuresapi.MaxFeatureOwners {
+		allErrs = append(allErrs, field.TooMany(fldPath, len(owners), featuresapi.MaxFeatureOwners))
+	}
+	seen := sets.New[string]()
+	for i, owner := range owners {
+		for _, msg := range apimachineryvalidation.NameIsDNSLabel(owner, false) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Index(i), owner, msg))
+		}
+		if seen.Has(owner) {
+			allErrs = append(allErrs, field.Duplicate(fldPath.Index(i), owner))
+		}
+		seen.Insert(owner)
+	}
 	return allErrs
 }
 
@@ -175,8 +225,9 @@ func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.Erro
 		allErrs = append(allErrs, field.TooMany(fldPath, len(uses), featuresapi.MaxFeatureUses))
 	}
 	type key struct {
-		component string
-		value     bool
+		component        string
+		value            bool
+		binary, emulated string
 	}
 	seen := sets.New[key]()
 	for i, use := range uses {
@@ -188,9 +239,19 @@ func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.Erro
 				allErrs = append(allErrs, field.Invalid(usePath.Child("component"), use.Component, msg))
 			}
 		}
-		k := key{use.Component, use.Value}
+		for _, v := range []struct {
+			name, value string
+		}{{"binaryVersion", use.BinaryVersion}, {"emulationVersion", use.EmulationVersion}} {
+			switch {
+			case v.value == "":
+				allErrs = append(allErrs, field.Required(usePath.Child(v.name), "the version, major.minor, that the instances report"))
+			case !minorVersionRegexp.MatchString(v.value):
+				allErrs = append(allErrs, field.Invalid(usePath.Child(v.name), v.value, "must be a version of the form major.minor, e.g. 1.36"))
+			}
+		}
+		k := key{use.Component, use.Value, use.BinaryVersion, use.EmulationVersion}
 		if seen.Has(k) {
-			allErrs = append(allErrs, field.Duplicate(usePath, fmt.Sprintf("component %q with value %t", use.Component, use.Value)))
+			allErrs = append(allErrs, field.Duplicate(usePath, fmt.Sprintf("component %q with value %t at binary version %q and emulation version %q", use.Component, use.Value, use.BinaryVersion, use.EmulationVersion)))
 		}
 		seen.Insert(k)
 

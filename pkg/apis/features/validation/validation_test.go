@@ -39,11 +39,14 @@ func validFeature() *featuresapi.Feature {
 			State:            featuresapi.FeatureStateTurningOn,
 			Tasks:            []featuresapi.FeatureTask{{Name: "WaitForUses"}, {Name: "example.com/DrainWidgets"}},
 			Uses: []featuresapi.FeatureUse{
-				{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-6kj3aexs2tcuvb5xyxbfx7fgfe"}},
-				{Component: "kubelet", Value: true, Instances: []string{"node-1"}},
-				{Component: "kubelet", Value: false, Instances: []string{"node-2", "node-3"}},
-				{Component: "kube-controller-manager", Value: true, Instances: []string{"cp-1_2f4d1c2e-8d1a-4b4e-9c1b-1d2e3f4a5b6c"}},
+				{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-6kj3aexs2tcuvb5xyxbfx7fgfe"}, BinaryVersion: "1.36", EmulationVersion: "1.36"},
+				{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"},
+				{Component: "kubelet", Value: false, Instances: []string{"node-2", "node-3"}, BinaryVersion: "1.36", EmulationVersion: "1.36"},
+				{Component: "kube-controller-manager", Value: true, Instances: []string{"cp-1_2f4d1c2e-8d1a-4b4e-9c1b-1d2e3f4a5b6c"}, BinaryVersion: "1.36", EmulationVersion: "1.36"},
+				// A kubelet one minor version behind, as upstream's skew policy allows.
+				{Component: "kubelet", Value: true, Instances: []string{"node-4"}, BinaryVersion: "1.35", EmulationVersion: "1.35"},
 			},
+			Owners: []string{"kube-apiserver", "kubelet"},
 		},
 	}
 }
@@ -85,14 +88,26 @@ func TestValidateFeature(t *testing.T) {
 		}, wantErr: "status.tasks: Too many"},
 		{name: "use without component", mutate: func(f *featuresapi.Feature) { f.Status.Uses[0].Component = "" }, wantErr: "status.uses[0].component: Required value"},
 		{name: "bad component", mutate: func(f *featuresapi.Feature) { f.Status.Uses[0].Component = "Kube_APIServer" }, wantErr: "status.uses[0].component: Invalid value"},
-		{name: "duplicate component and value", mutate: func(f *featuresapi.Feature) { f.Status.Uses[2].Value = true }, wantErr: "status.uses[2]: Duplicate value"},
+		{name: "duplicate component, value and versions", mutate: func(f *featuresapi.Feature) { f.Status.Uses[2].Value = true }, wantErr: "status.uses[2]: Duplicate value"},
+		{name: "use without binary version", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].BinaryVersion = "" }, wantErr: "status.uses[1].binaryVersion: Required value"},
+		{name: "use without emulation version", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].EmulationVersion = "" }, wantErr: "status.uses[1].emulationVersion: Required value"},
+		{name: "use with a patch version", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].BinaryVersion = "1.36.3" }, wantErr: `status.uses[1].binaryVersion: Invalid value: "1.36.3": must be a version of the form major.minor`},
+		{name: "use with a bad emulation version", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].EmulationVersion = "v1.36" }, wantErr: `status.uses[1].emulationVersion: Invalid value: "v1.36"`},
+		{name: "bad owner", mutate: func(f *featuresapi.Feature) { f.Status.Owners[1] = "Kubelet" }, wantErr: `status.owners[1]: Invalid value: "Kubelet"`},
+		{name: "duplicate owner", mutate: func(f *featuresapi.Feature) { f.Status.Owners[1] = "kube-apiserver" }, wantErr: "status.owners[1]: Duplicate value"},
+		{name: "too many owners", mutate: func(f *featuresapi.Feature) {
+			f.Status.Owners = nil
+			for i := 0; i <= featuresapi.MaxFeatureOwners; i++ {
+				f.Status.Owners = append(f.Status.Owners, "c"+strings.Repeat("x", i))
+			}
+		}, wantErr: "status.owners: Too many"},
 		{name: "too many instances", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].Instances = tooManyInstances }, wantErr: "status.uses[1].instances: Too many"},
 		{name: "duplicate instance", mutate: func(f *featuresapi.Feature) { f.Status.Uses[2].Instances[1] = "node-2" }, wantErr: "status.uses[2].instances[1]: Duplicate value"},
 		{name: "bad instance", mutate: func(f *featuresapi.Feature) { f.Status.Uses[1].Instances[0] = "node 1" }, wantErr: "status.uses[1].instances[0]: Invalid value"},
 		{name: "too many uses", mutate: func(f *featuresapi.Feature) {
 			f.Status.Uses = nil
 			for i := 0; i <= featuresapi.MaxFeatureUses; i++ {
-				f.Status.Uses = append(f.Status.Uses, featuresapi.FeatureUse{Component: "c" + strings.Repeat("x", i), Value: true})
+				f.Status.Uses = append(f.Status.Uses, featuresapi.FeatureUse{Component: "c" + strings.Repeat("x", i), Value: true, BinaryVersion: "1.36", EmulationVersion: "1.36"})
 			}
 		}, wantErr: "status.uses: Too many"},
 		{name: "bad condition", mutate: func(f *featuresapi.Feature) {
@@ -145,16 +160,21 @@ func TestValidateFeatureUpdates(t *testing.T) {
 	}
 }
 
-// An instance reports one value: naming it under both values of its component
-// is Invalid, unless the stored object already did.
-func TestValidateOneValuePerInstance(t *testing.T) {
+// An instance reports one value at one version: naming it in two entries of
+// its component is Invalid, unless the stored object already did.
+func TestValidateOneEntryPerInstance(t *testing.T) {
 	old := validFeature()
 	old.ResourceVersion = "1"
 	both := old.DeepCopy()
 	both.Status.Uses[1].Instances = append(both.Status.Uses[1].Instances, "node-2") // node-2 is under false too
 	errs := ValidateFeatureUsesUpdate(both, old)
-	if !strings.Contains(errs.ToAggregate().Error(), `status.uses[1].instances[1]: Invalid value: "node-2": is also named under value false of component "kubelet"`) {
+	if !strings.Contains(errs.ToAggregate().Error(), `status.uses[2].instances[0]: Invalid value: "node-2": is named in another entry of component "kubelet" too`) {
 		t.Errorf("want node-2 named under both values rejected, got %v", errs)
+	}
+	twoVersions := old.DeepCopy()
+	twoVersions.Status.Uses[4].Instances = append(twoVersions.Status.Uses[4].Instances, "node-1") // node-1 is at 1.36 too
+	if errs := ValidateFeatureUsesUpdate(twoVersions, old); !strings.Contains(errs.ToAggregate().Error(), `status.uses[4].instances[1]: Invalid value: "node-1"`) {
+		t.Errorf("want node-1 named at two versions rejected, got %v", errs)
 	}
 	moved := old.DeepCopy()
 	moved.Status.Uses[1].Instances = append(moved.Status.Uses[1].Instances, "node-2")
@@ -164,5 +184,32 @@ func TestValidateOneValuePerInstance(t *testing.T) {
 	}
 	if errs := ValidateFeatureUsesUpdate(both.DeepCopy(), both); len(errs) != 0 {
 		t.Errorf("an object that already named an instance under both values must stay writable, got %v", errs)
+	}
+}
+
+// Entries stored before uses carried versions stay writable while they only
+// lose instances, so that instances can move out and kube-apiserver can remove
+// them; a new one, or one that gains an instance, needs versions.
+func TestValidateUsesWithoutVersionsRatchet(t *testing.T) {
+	old := validFeature()
+	old.ResourceVersion = "1"
+	old.Status.Uses[3].BinaryVersion, old.Status.Uses[3].EmulationVersion = "", ""
+	if errs := ValidateFeatureUsesUpdate(old.DeepCopy(), old); len(errs) != 0 {
+		t.Errorf("an unchanged entry without versions must pass, got %v", errs)
+	}
+	gained := old.DeepCopy()
+	gained.Status.Uses[3].Instances = append(gained.Status.Uses[3].Instances, "cp-2")
+	if errs := ValidateFeatureUsesUpdate(gained, old); !strings.Contains(errs.ToAggregate().Error(), "status.uses[3].binaryVersion: Required value") {
+		t.Errorf("an entry without versions that gains an instance must fail, got %v", errs)
+	}
+	lost := old.DeepCopy()
+	lost.Status.Uses[3].Instances = nil
+	if errs := ValidateFeatureUsesUpdate(lost, old); len(errs) != 0 {
+		t.Errorf("an entry without versions that loses its instance must pass, got %v", errs)
+	}
+	removed := old.DeepCopy()
+	removed.Status.Uses = removed.Status.Uses[:3]
+	if errs := ValidateFeatureUsesUpdate(removed, old); len(errs) != 0 {
+		t.Errorf("removing an entry without versions must pass, got %v", errs)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
 	"k8s.io/client-go/kubernetes"
@@ -76,18 +77,24 @@ type Config struct {
 	// UnknownRetention is how many minor versions a Feature unknown to the
 	// binary is kept before it is deleted.
 	UnknownRetention int
-	// StaleUseAge is how old a use that contradicts a stable state may get
-	// before it is cleared to be sampled again.
-	StaleUseAge time.Duration
+	// PruneInterval is how often, at most, the uses of a Feature are pruned
+	// (pruneUses).
+	PruneInterval time.Duration
+	// UseExpiry is how long an entry of the uses lives after it was last
+	// reported or renewed.
+	UseExpiry time.Duration
 }
 
 // Gate is what the server flow reads of a feature gate: the known features,
 // their specs at the emulated version and by version, and their values. It
 // never changes the gate.
 type Gate interface {
-	Enabled(key featuregate.Feature) bool
+	// Values returns the configured values, without recording checks.
+	Values() map[featuregate.Feature]bool
 	GetAll() map[featuregate.Feature]featuregate.FeatureSpec
 	GetAllVersioned() map[featuregate.Feature]featuregate.VersionedSpecs
+	// Uses returns the features this server checked so far, with their values.
+	Uses() []featurereporting.Use
 }
 
 // Controller runs the server flow in one kube-apiserver.
@@ -118,9 +125,11 @@ type Controller struct {
 	// Otherwise every pass of a waiting task would trigger the next at once
 	// and rewrite the Feature for every watcher.
 	waitUntil map[string]time.Time
-	// nextResample is when the dangling uses of a stable Feature are looked
-	// at again (resampleDanglingUses).
-	nextResample map[string]time.Time
+	// nextPrune is when the uses of a Feature are pruned again (pruneUses).
+	nextPrune map[string]time.Time
+	// pop is the population of live instances as listed at popTime.
+	pop     map[string]expected
+	popTime time.Time
 	// members and leaders are the live apiservers and the leader of each
 	// Feature as last seen, for the leader change metric.
 	members string
@@ -153,7 +162,7 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		backoff:      workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 		retryAt:      map[string]time.Time{},
 		waitUntil:    map[string]time.Time{},
-		nextResample: map[string]time.Time{},
+		nextPrune: map[string]time.Time{},
 		leaders:      map[string]string{},
 	}
 	for key := range cfg.Gate.GetAll() {
@@ -367,8 +376,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if updated, err = c.holdWhileTransitioning(ctx, updated); updated == nil || err != nil {
 		return 0, err
 	}
+	if pruned, err := c.pruneUses(ctx, updated, now); pruned || err != nil {
+		// The watch event of the write queues the Feature again.
+		return 0, err
+	}
 	if len(updated.Status.Tasks) == 0 {
-		return 0, c.resampleDanglingUses(ctx, updated, now)
+		return 0, nil
 	}
 	c.mu.Lock()
 	waitUntil, waiting := c.waitUntil[name]
@@ -379,69 +392,83 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	return c.runTask(ctx, updated.DeepCopy(), key, now)
 }
 
-// resampleDanglingUses looks again at the uses of a stable Feature that
-// contradict its state once they are older than StaleUseAge. Of the
-// components whose live instances are all known (kubelets by their node
-// leases, kube-apiservers by their identity leases), it removes the names of
-// instances that are gone, and an entry that names no live instance: a use of
-// a live instance stays, so that the Feature stays unsafe to upgrade for as
-// long as it runs the other value (an instance restarted with the other value
-// moves itself out of the entry when it reports). Clearing such an entry
-// instead made every instance on that value report again, and the Feature
-// read Safe until one did, every StaleUseAge, for ever. The entries of other
-// components (kube-controller-manager and kube-scheduler, of which only the
-// leader is visible, third parties) are cleared, so that an instance that
-// still runs the other value reports it again. It looks at most once a
-// StaleUseAge per Feature, as it lists the node leases.
-func (c *Controller) resampleDanglingUses(ctx context.Context, f *featuresv1alpha1.Feature, now time.Time) error {
-	on := f.Status.State == featuresv1alpha1.FeatureStateOn
-	stale := func(use featuresv1alpha1.FeatureUse) bool {
-		return use.Value != on && now.Sub(use.FirstReportTime.Time) >= c.cfg.StaleUseAge
-	}
-	if !slices.ContainsFunc(f.Status.Uses, stale) {
-		return nil
+// pruneUses removes from the uses what speaks for no running instance, at
+// most once a PruneInterval per Feature: entries nobody reported or renewed
+// within UseExpiry (their sampled instances are gone, or no longer report),
+// entries stored without versions (by a reporter older than versioned uses),
+// and, of the components whose live instances are all known (kubelets by
+// their node leases, kube-apiservers by their identity leases), the names of
+// instances that are gone, with an entry that names no live instance. Uses
+// are never cleared wholesale: clearing made every instance report again, a
+// herd of writes and watch events that grew with the cluster, and the
+// Feature read Safe until they had. It reports whether it wrote.
+func (c *Controller) pruneUses(ctx context.Context, f *featuresv1alpha1.Feature, now time.Time) (bool, error) {
+	if len(f.Status.Uses) == 0 {
+		return false, nil
 	}
 	c.mu.Lock()
-	next, looked := c.nextResample[f.Name]
+	next, looked := c.nextPrune[f.Name]
 	if looked && now.Before(next) {
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
-	c.nextResample[f.Name] = now.Add(c.cfg.StaleUseAge)
+	c.nextPrune[f.Name] = now.Add(c.cfg.PruneInterval)
 	c.mu.Unlock()
-	pop, err := population(ctx, c.client, now, names(c.liveMembers()))
+	pop, err := c.population(ctx, now)
 	if err != nil {
 		c.mu.Lock()
-		delete(c.nextResample, f.Name)
+		delete(c.nextPrune, f.Name)
 		c.mu.Unlock()
-		return err
+		return false, err
 	}
 	kept := make([]featuresv1alpha1.FeatureUse, 0, len(f.Status.Uses))
 	for _, use := range f.Status.Uses {
-		if !stale(use) {
-			kept = append(kept, use)
+		last := use.LastReportTime
+		if last.IsZero() {
+			last = use.FirstReportTime
+		}
+		if now.Sub(last.Time) >= c.cfg.UseExpiry || use.BinaryVersion == "" || use.EmulationVersion == "" {
 			continue
 		}
-		exp, known := pop[use.Component]
-		if !known || exp.atLeast {
-			continue
+		// A name reported in the last PruneInterval stays: a kubelet may
+		// report before its node lease exists.
+		if exp, known := pop[use.Component]; known && !exp.atLeast && now.Sub(last.Time) >= c.cfg.PruneInterval {
+			use.Instances = slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return !exp.names.Has(instance) })
+			if len(use.Instances) == 0 {
+				continue
+			}
 		}
-		live := slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return !exp.names.Has(instance) })
-		if len(live) > 0 {
-			use.Instances = live
-			kept = append(kept, use)
-		}
+		kept = append(kept, use)
 	}
 	if apiequality.Semantic.DeepEqual(kept, f.Status.Uses) {
-		return nil
+		return false, nil
 	}
-	resampled := f.DeepCopy()
-	resampled.Status.Uses = kept
-	_, err = c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, resampled, metav1.UpdateOptions{})
+	pruned := f.DeepCopy()
+	pruned.Status.Uses = kept
+	_, err = c.client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, pruned, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
+}
+
+// population returns the live instances of each component, listing the node
+// leases at most once a Recheck period for all Features.
+func (c *Controller) population(ctx context.Context, now time.Time) (map[string]expected, error) {
+	c.mu.Lock()
+	if c.pop != nil && now.Before(c.popTime.Add(c.cfg.Recheck)) {
+		defer c.mu.Unlock()
+		return c.pop, nil
+	}
+	c.mu.Unlock()
+	pop, err := population(ctx, c.client, now, names(c.liveMembers()))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.pop, c.popTime = pop, now
+	c.mu.Unlock()
+	return pop, nil
 }
 
 // TransitionFinalizer keeps a Feature that is deleted mid-transition until its

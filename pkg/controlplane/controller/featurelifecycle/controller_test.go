@@ -26,17 +26,20 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -93,14 +96,15 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 	c := New(Config{
 		Namespace:        "kube-system",
 		Identity:         "apiserver-a",
-		Gate:             gate,
+		Gate:             featurereporting.NewGate(gate),
 		BinaryVersion:    version.MustParse("1.36.3"),
 		EmulationVersion: version.MustParse("1.36"),
 		Tasks:            registry,
 		Liveness:         30 * time.Second,
 		Recheck:          10 * time.Second,
 		UnknownRetention: 3,
-		StaleUseAge:      time.Minute,
+		PruneInterval:    time.Minute,
+		UseExpiry:        30 * time.Minute,
 	}, client)
 	clock := testingclock.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	c.clock = clock
@@ -200,6 +204,50 @@ func (e *testEnv) event(reason string) bool {
 	}
 }
 
+// use is an entry of status.uses as a reporter of 1.36 writes it, reported now.
+func (e *testEnv) use(component string, value bool, instances ...string) featuresv1alpha1.FeatureUse {
+	now := metav1.NewTime(e.clock.Now())
+	return featuresv1alpha1.FeatureUse{Component: component, Value: value, Instances: instances, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: now, LastReportTime: now}
+}
+
+// setUses stores the uses of a Feature, as the reporters' writes would.
+func (e *testEnv) setUses(name string, uses ...featuresv1alpha1.FeatureUse) {
+	e.t.Helper()
+	f := e.get(name)
+	f.Status.Uses = uses
+	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), name, f, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.refresh()
+}
+
+// liveNodes gives nodes leases that stay live for the length of a test.
+func (e *testEnv) liveNodes(names ...string) {
+	e.t.Helper()
+	for _, name := range names {
+		lease := heldLease(corev1.NamespaceNodeLease, name, name, e.clock.Now())
+		lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// events returns how many recorded events contain reason, consuming them all.
+func (e *testEnv) events(reason string) int {
+	n := 0
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			if strings.Contains(ev, reason) {
+				n++
+			}
+		default:
+			return n
+		}
+	}
+}
+
 func condition(f *featuresv1alpha1.Feature, conditionType string) metav1.Condition {
 	if c := meta.FindStatusCondition(f.Status.Conditions, conditionType); c != nil {
 		return *c
@@ -247,31 +295,36 @@ func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
 	e.sync("foo")
 	e.sync("foo")
 
-	// A component reported the old value before the transition: cleared.
-	f := e.get("foo")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-1"}}}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "foo", f, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
+	// A kubelet runs the old value when the transition starts.
+	e.liveNodes("node-1")
+	e.setUses("foo", e.use("kubelet", false, "node-1"))
 
-	// One pass starts the transition and runs its first task.
+	// One pass starts the transition and runs its first task, which waits
+	// while the old value is reported: the uses are never cleared.
 	e.set(foo, true)
 	e.sync("foo")
-	f = e.get("foo")
+	f := e.get("foo")
 	if f.Status.State != featuresv1alpha1.FeatureStateTurningOn || taskNames(f) != "WaitForUses,PrepareFoo" {
 		t.Fatalf("state %s, tasks %s; want TurningOn with WaitForUses,PrepareFoo", f.Status.State, taskNames(f))
 	}
 	if !e.event("TransitionStarted") {
 		t.Error("no TransitionStarted event")
 	}
-	if len(f.Status.Uses) != 0 || f.Status.Tasks[0].StartTime == nil {
-		t.Fatalf("WaitForUses' first run must clear the uses and record its start: %+v", f.Status)
+	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; len(f.Status.Uses) != 1 || f.Status.Tasks[0].StartTime == nil || !strings.Contains(msg, "reporting false: kubelet (node-1)") {
+		t.Fatalf("WaitForUses must keep the uses, record its start and name node-1: %s", dump(f))
 	}
 	if after := e.sync("foo"); after != 10*time.Second {
 		t.Errorf("a waiting task is looked at again after %v, want the recheck period", after)
 	}
-	e.clock.Step(time.Minute)
+	// node-1 restarts with the feature on and moves itself: the wait counts
+	// from the last run that found the old value.
+	e.setUses("foo", e.use("kubelet", true, "node-1"))
+	e.clock.Step(10 * time.Second)
+	e.sync("foo")
+	if f = e.get("foo"); taskNames(f) != "WaitForUses,PrepareFoo" || !strings.Contains(condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message, "no component reports false; waiting until 2026-11-22T10:01:00Z") {
+		t.Fatalf("ten seconds after the last report of the old value, want WaitForUses waiting: %s", dump(f))
+	}
+	e.clock.Step(50 * time.Second)
 	e.sync("foo")
 	if f = e.get("foo"); taskNames(f) != "PrepareFoo" {
 		t.Fatalf("after the wait with no old value reported, tasks = %s, want PrepareFoo", taskNames(f))
@@ -291,34 +344,29 @@ func TestTurnOnRunsTheTasksInOrderThenIsOn(t *testing.T) {
 	}
 }
 
+// WaitForUses names the components still on the old value and starts its
+// wait over on each run that finds them, recording why once, not on every run.
 func TestWaitForUsesNamesTheComponentsStillOnTheOldValue(t *testing.T) {
 	e := newTestEnv(t, NewRegistry(NewWaitForUses(0, 0)))
 	e.sync("bar")
 	e.sync("bar") // On, the default
+	e.liveNodes("node-1", "node-2", "node-3")
 	e.set(bar, false)
 	e.sync("bar") // TurningOff, WaitForUses starts
+	e.setUses("bar", e.use("kubelet", true, "node-1", "node-2"), e.use("kubelet", false, "node-3"))
+	for range 3 {
+		e.clock.Step(10 * time.Second) // a waiting task runs again after the recheck period
+		e.sync("bar")
+	}
 	f := e.get("bar")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{
-		{Component: "kubelet", Value: true, Instances: []string{"node-1", "node-2"}},
-		{Component: "kubelet", Value: false, Instances: []string{"node-3"}},
-	}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
-	e.clock.Step(10 * time.Second) // a waiting task runs again after the recheck period
-	e.sync("bar")
-	f = e.get("bar")
-	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "still reporting true: kubelet (node-1, node-2)") {
+	if msg := condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message; f.Status.State != featuresv1alpha1.FeatureStateTurningOff || !strings.Contains(msg, "reporting true: kubelet (node-1, node-2)") {
 		t.Errorf("state %s, message %q; want TurningOff naming the kubelets still on", f.Status.State, msg)
 	}
-	// The entries may be stale: cleared to sample again, the wait restarted,
-	// and an event keeps who was still on.
-	if len(f.Status.Uses) != 0 || taskNames(f) != "WaitForUses" || !f.Status.Tasks[0].StartTime.Time.Equal(e.clock.Now()) {
-		t.Errorf("uses %+v, tasks %+v; want the uses cleared and WaitForUses restarted", f.Status.Uses, f.Status.Tasks)
+	if len(f.Status.Uses) != 2 || taskNames(f) != "WaitForUses" || !f.Status.Tasks[0].StartTime.Time.Equal(e.clock.Now()) {
+		t.Errorf("uses %+v, tasks %+v; want the uses kept and WaitForUses started over", f.Status.Uses, f.Status.Tasks)
 	}
-	if !e.event("TaskRestarted") {
-		t.Error("no TaskRestarted event")
+	if n := e.events("TaskRestarted"); n != 1 {
+		t.Errorf("%d TaskRestarted events for one reason, want 1", n)
 	}
 }
 
@@ -327,19 +375,12 @@ func TestWaitForUsesNamesWhoReportsTheOldValueWhileItWaits(t *testing.T) {
 	e.sync("bar")
 	e.sync("bar")
 	e.set(bar, false)
-	e.sync("bar") // TurningOff, the uses cleared, the wait started
-	f := e.get("bar")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{
-		{Component: "kube-scheduler", Value: false, Instances: []string{"host-1"}},
-		{Component: "kubelet", Value: true, Instances: []string{"node-1"}},
-	}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
+	e.sync("bar") // TurningOff, the wait started
+	e.liveNodes("node-1")
+	e.setUses("bar", e.use("kube-scheduler", false, "host-1"), e.use("kubelet", true, "node-1"))
 	e.clock.Step(10 * time.Second)
 	e.sync("bar")
-	want := "WaitForUses: waiting until 2026-11-22T10:01:00Z for the components to report (reported: kube-apiserver 0 of 1); reporting true so far: kubelet (node-1)"
+	want := "WaitForUses: waiting until no component reports true for 1m0s; reporting true: kubelet (node-1) (reported: kube-apiserver 0 of 1, kubelet 1 of 1)"
 	if msg := condition(e.get("bar"), featuresv1alpha1.FeatureConditionTransitioning).Message; msg != want {
 		t.Errorf("Transitioning says %q, want %q", msg, want)
 	}
@@ -466,7 +507,7 @@ func TestDisagreeingAPIServersKeepTheFeatureTransitional(t *testing.T) {
 	e.sync("bar")
 	e.sync("bar")
 	f := e.get("bar")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: false, Instances: []string{other, "apiserver-gone"}, FirstReportTime: metav1.NewTime(e.clock.Now())}}
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{e.use("kube-apiserver", false, other, "apiserver-gone")}
 	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -573,17 +614,78 @@ func TestSafetyConditions(t *testing.T) {
 	if c := condition(b, featuresv1alpha1.FeatureConditionDowngradeSafe); c.Status != metav1.ConditionTrue {
 		t.Errorf("bar, on and known to 1.35: DowngradeSafe %+v", c)
 	}
-	b.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-9"}}}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
-	e.sync("bar")
-	b = e.get("bar")
-	for _, ct := range []string{featuresv1alpha1.FeatureConditionUpgradeSafe, featuresv1alpha1.FeatureConditionDowngradeSafe} {
-		if c := condition(b, ct); c.Status != metav1.ConditionFalse || c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet (node-9)") {
-			t.Errorf("bar with a kubelet running it off: %s %+v", ct, c)
+	// Bar is beta and on by default since 1.35, off by default in 1.34;
+	// kube-apiserver checks it, so it has the cluster's value.
+	e.gate.Enabled(bar)
+	e.liveNodes("node-1", "node-9")
+	for _, tc := range []struct {
+		name, reason, message string
+		uses                  []featuresv1alpha1.FeatureUse
+	}{{
+		name:    "a kubelet configured off",
+		uses:    []featuresv1alpha1.FeatureUse{e.use("kubelet", false, "node-9")},
+		reason:  "DanglingUses",
+		message: "components run the feature off while it is On: kubelet off at 1.36 (node-9)",
+	}, {
+		name: "a kubelet of 1.34 on its version's default",
+		uses: func() []featuresv1alpha1.FeatureUse {
+			old := e.use("kubelet", false, "node-9")
+			old.BinaryVersion, old.EmulationVersion = "1.34", "1.34"
+			return []featuresv1alpha1.FeatureUse{old}
+		}(),
+		reason:  "VersionSkew",
+		message: "components of other versions run the feature off, their version's default, while it is On: kubelet off at 1.34 (node-9)",
+	}, {
+		name: "a kube-apiserver emulating 1.34 on that version's default",
+		uses: func() []featuresv1alpha1.FeatureUse {
+			old := e.use("kube-apiserver", false, "apiserver-b")
+			old.EmulationVersion = "1.34"
+			return []featuresv1alpha1.FeatureUse{e.use("kube-apiserver", true, "apiserver-a"), old}
+		}(),
+		reason:  "VersionSkew",
+		message: "kube-apiserver off at 1.34 (apiserver-b)",
+	}} {
+		e.setUses("bar", tc.uses...)
+		e.sync("bar")
+		b = e.get("bar")
+		for _, ct := range []string{featuresv1alpha1.FeatureConditionUpgradeSafe, featuresv1alpha1.FeatureConditionDowngradeSafe} {
+			if c := condition(b, ct); c.Status != metav1.ConditionFalse || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
+				t.Errorf("bar with %s: %s %+v", tc.name, ct, c)
+			}
 		}
+	}
+}
+
+// A feature kube-apiserver does not check (a kubelet-only gate) has no
+// cluster value: kubelets that all run it on, while kube-apiserver is
+// configured off, leave it safe; kubelets that run both values do not. Before
+// owners were modelled, the kubelets' uses were dangling for ever.
+func TestOwnersDecideWhoseUsesCount(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.sync("foo")
+	e.sync("foo") // Off, kube-apiserver never checked Foo
+	e.liveNodes("node-1", "node-2")
+	e.setUses("foo", e.use("kube-apiserver", false, "apiserver-a"), e.use("kubelet", true, "node-1", "node-2"))
+	e.sync("foo")
+	f := e.get("foo")
+	if !slices.Equal(f.Status.Owners, []string{"kubelet"}) {
+		t.Errorf("owners %v, want [kubelet]", f.Status.Owners)
+	}
+	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Status != metav1.ConditionTrue {
+		t.Errorf("kubelets agreeing on a feature kube-apiserver does not check: UpgradeSafe %+v", c)
+	}
+	e.setUses("foo", e.use("kube-apiserver", false, "apiserver-a"), e.use("kubelet", true, "node-1"), e.use("kubelet", false, "node-2"))
+	e.sync("foo")
+	if c := condition(e.get("foo"), featuresv1alpha1.FeatureConditionUpgradeSafe); c.Reason != "DanglingUses" || !strings.Contains(c.Message, "run it both on and off") {
+		t.Errorf("kubelets running both values: UpgradeSafe %+v", c)
+	}
+
+	// Once kube-apiserver checks Foo, it owns it: the kubelet on is dangling.
+	e.gate.Enabled(foo)
+	e.sync("foo")
+	f = e.get("foo")
+	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); !slices.Equal(f.Status.Owners, []string{"kube-apiserver", "kubelet"}) || c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet on at 1.36 (node-1)") {
+		t.Errorf("owners %v, UpgradeSafe %+v; want kube-apiserver an owner and node-1 dangling", f.Status.Owners, c)
 	}
 }
 
@@ -640,30 +742,31 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func TestStaleDanglingUsesAreSampledAgain(t *testing.T) {
+// An entry nobody reported or renewed within UseExpiry speaks for no running
+// instance and goes; one renewed stays, however old. Entries stored without
+// versions (by an older reporter) go.
+func TestExpiredUsesGo(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.sync("bar")
 	e.sync("bar") // On
-	f := e.get("bar")
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{
-		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, FirstReportTime: metav1.NewTime(e.clock.Now())},
-		// Left by a scheduler since restarted with the feature on.
-		{Component: "kube-scheduler", Value: false, Instances: []string{"host-1"}, FirstReportTime: metav1.NewTime(e.clock.Now())},
-	}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
+	renewed := e.use("kube-controller-manager", true, "host-2")
+	left := e.use("kube-scheduler", false, "host-1") // a scheduler since restarted with the feature on, or gone
+	versionless := e.use("kube-controller-manager", false, "host-3")
+	versionless.BinaryVersion, versionless.EmulationVersion = "", ""
+	e.setUses("bar", renewed, left)
 	e.sync("bar")
-	if f = e.get("bar"); len(f.Status.Uses) != 2 || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Reason != "DanglingUses" {
+	if f := e.get("bar"); len(f.Status.Uses) != 2 || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Reason != "DanglingUses" {
 		t.Fatalf("a fresh dangling use must stay and make upgrades unsafe: %s", dump(f))
 	}
+	e.clock.Step(29 * time.Minute)
+	renewed.LastReportTime = metav1.NewTime(e.clock.Now())
+	e.setUses("bar", renewed, left, versionless)
 	e.clock.Step(time.Minute)
 	e.sync("bar")
 	e.sync("bar")
-	f = e.get("bar")
-	if len(f.Status.Uses) != 1 || f.Status.Uses[0].Component != "kubelet" || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue {
-		t.Errorf("the stale dangling use must be cleared and the feature safe again: %s", dump(f))
+	f := e.get("bar")
+	if len(f.Status.Uses) != 1 || f.Status.Uses[0].Component != "kube-controller-manager" || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue {
+		t.Errorf("the expired and the versionless use must go, the renewed one stay, and the feature be safe again: %s", dump(f))
 	}
 }
 

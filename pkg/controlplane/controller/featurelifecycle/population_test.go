@@ -70,7 +70,7 @@ func TestWaitForUsesWaitsForThePopulationToReport(t *testing.T) {
 		name:    "while it waits, it says who reported of whom",
 		at:      30 * time.Second,
 		uses:    []featuresv1alpha1.FeatureUse{apiserver, use("kubelet", "node-1")},
-		message: []string{"waiting until 2026-11-22T10:01:00Z for the components to report (reported: kube-apiserver 1 of 1, kube-controller-manager 0 of at least 1, kubelet 1 of 4)"},
+		message: []string{"no component reports true; waiting until 2026-11-22T10:01:00Z for late reports (reported: kube-apiserver 1 of 1, kube-controller-manager 0 of at least 1, kubelet 1 of 4)"},
 	}, {
 		name:    "the period is over, but one kubelet of four reported",
 		at:      period + time.Second,
@@ -193,22 +193,17 @@ func TestWaitForUsesDoneWithoutEveryoneLeavesAnEvent(t *testing.T) {
 // of instances that are gone go, and an entry that names none that is live.
 func TestDanglingUsesOfLiveInstancesStay(t *testing.T) {
 	e := newTestEnv(t, nil)
+	e.gate.Enabled(bar) // kube-apiserver checks Bar: it has the cluster's value
 	e.sync("bar")
 	e.sync("bar") // On
-	f := e.get("bar")
-	reported := metav1.NewTime(e.clock.Now())
-	f.Status.Uses = []featuresv1alpha1.FeatureUse{
+	e.setUses("bar",
 		// Kubelets configured off on their own: node-1 runs, node-9 is gone.
-		{Component: "kubelet", Value: false, Instances: []string{"node-1", "node-9"}, FirstReportTime: reported},
+		e.use("kubelet", false, "node-1", "node-9"),
 		// A kube-apiserver that left.
-		{Component: "kube-apiserver", Value: false, Instances: []string{"apiserver-gone"}, FirstReportTime: reported},
-		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, FirstReportTime: reported},
-	}
-	if _, err := e.client.FeaturesV1alpha1().Features("kube-system").UpdateUses(context.Background(), "bar", f, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.refresh()
-	e.clock.Step(time.Minute) // StaleUseAge
+		e.use("kube-apiserver", false, "apiserver-gone"),
+		e.use("kube-apiserver", true, "apiserver-a"),
+	)
+	e.clock.Step(time.Minute) // PruneInterval
 	if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
 		heldLease(corev1.NamespaceNodeLease, "node-1", "node-1", e.clock.Now()), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -217,11 +212,11 @@ func TestDanglingUsesOfLiveInstancesStay(t *testing.T) {
 		e.sync("bar")
 		e.clock.Step(10 * time.Second)
 	}
-	f = e.get("bar")
+	f := e.get("bar")
 	if len(f.Status.Uses) != 2 || f.Status.Uses[0].Component != "kubelet" || strings.Join(f.Status.Uses[0].Instances, ",") != "node-1" {
 		t.Errorf("want the kubelet entry naming node-1 only, and kube-apiserver's own: %s", dump(f))
 	}
-	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet (node-1)") {
+	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet off at 1.36 (node-1)") {
 		t.Errorf("UpgradeSafe %+v; want it unsafe while node-1 runs the feature off", c)
 	}
 }

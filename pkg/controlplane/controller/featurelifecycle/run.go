@@ -84,12 +84,14 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	case !result.Done:
 		taskRuns.WithLabelValues(entry.Name, "not_yet").Inc()
 		current.LastError = ""
-		setCondition(updated, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), fmt.Sprintf("%s: %s", entry.Name, result.Message), "", "")
-		if result.Restart {
+		message := fmt.Sprintf("%s: %s", entry.Name, result.Message)
+		if prev := meta.FindStatusCondition(updated.Status.Conditions, featuresv1alpha1.FeatureConditionTransitioning); result.Restart && (prev == nil || prev.Message != message) {
 			// The condition moves on with the next run; the event keeps why
-			// the task started over.
-			c.recorder.Eventf(updated, nil, "Normal", "TaskRestarted", string(transition), "%s: %s", entry.Name, result.Message)
+			// the task started over, once for each reason: a task that starts
+			// over on every run for the same reason records it once.
+			c.recorder.Eventf(updated, nil, "Normal", "TaskRestarted", string(transition), "%s", message)
 		}
+		setCondition(updated, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), message, "", "")
 	default:
 		taskRuns.WithLabelValues(entry.Name, "done").Inc()
 		if result.Message != "" {

@@ -26,13 +26,12 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/version"
+	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 )
-
-// apiServerComponent is the component kube-apiserver reports its uses as.
-const apiServerComponent = "kube-apiserver"
 
 // stageOf returns the stage of a feature gate's spec.
 func stageOf(spec featuregate.FeatureSpec) featuresv1alpha1.FeatureStage {
@@ -59,7 +58,7 @@ func statusEqual(a, b *featuresv1alpha1.FeatureStatus) bool {
 func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time) {
 	s := &f.Status
 	spec := c.cfg.Gate.GetAll()[key]
-	configured := c.cfg.Gate.Enabled(key)
+	configured := c.cfg.Gate.Values()[key]
 	versionChange := c.versionChange(s.BinaryVersion)
 
 	s.Default = ptr.To(spec.Default)
@@ -108,7 +107,31 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 			setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(versionChange), "", "", "")
 		}
 	}
+	s.Owners = c.owners(s, key, versionChange)
 	c.setSafetyConditions(f, key, now)
+}
+
+// owners returns the components that check the feature, sorted: kube-apiserver
+// once this binary has checked it (and while the binary version the Feature
+// was announced at stays, whichever server leads: a server checks some
+// features only when a request needs them), and every other component that
+// reports a use, as components report only the features they check.
+// kube-apiserver reports every feature, its configuration, whether it checks
+// it or not.
+func (c *Controller) owners(s *featuresv1alpha1.FeatureStatus, key featuregate.Feature, versionChange Transition) []string {
+	owners := sets.New[string]()
+	if slices.ContainsFunc(c.cfg.Gate.Uses(), func(u featurereporting.Use) bool { return u.Feature == key }) || (versionChange == "" && slices.Contains(s.Owners, kubeAPIServerComponent)) {
+		owners.Insert(kubeAPIServerComponent)
+	}
+	for _, use := range s.Uses {
+		if use.Component != kubeAPIServerComponent && owners.Len() < featuresv1alpha1.MaxFeatureOwners {
+			owners.Insert(use.Component)
+		}
+	}
+	if owners.Len() == 0 {
+		return nil
+	}
+	return sets.List(owners)
 }
 
 // versionChange returns the version transition from the binary version
@@ -173,7 +196,7 @@ func taskEntries(tasks []Task) []featuresv1alpha1.FeatureTask {
 func disagreeingAPIServers(uses []featuresv1alpha1.FeatureUse, configured bool, live []string) []string {
 	var instances []string
 	for _, use := range uses {
-		if use.Component == apiServerComponent && use.Value != configured {
+		if use.Component == kubeAPIServerComponent && use.Value != configured {
 			for _, instance := range use.Instances {
 				if slices.Contains(live, instance) {
 					instances = append(instances, instance)
@@ -196,10 +219,9 @@ func setCondition(f *featuresv1alpha1.Feature, now time.Time, conditionType stri
 }
 
 // setSafetyConditions says whether kube-apiserver may move to another minor
-// version: not while a transition runs, not while components report a value
-// other than the state's (a component configured otherwise than the
-// cluster), and not downgrading below the release that introduced a feature
-// that is on.
+// version: not while a transition runs, not while a component that checks
+// the feature runs a value other than the cluster's (usesUnsafe), and not
+// downgrading below the release that introduced a feature that is on.
 func (c *Controller) setSafetyConditions(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time) {
 	s := &f.Status
 	reason, message := "", ""
@@ -207,9 +229,7 @@ func (c *Controller) setSafetyConditions(f *featuresv1alpha1.Feature, key featur
 	case featuresv1alpha1.FeatureStateTurningOn, featuresv1alpha1.FeatureStateTurningOff:
 		reason, message = "TransitionInProgress", fmt.Sprintf("the feature is %s; finish the transition first", s.State)
 	default:
-		if dangling := danglingUses(s.Uses, s.State == featuresv1alpha1.FeatureStateOn); len(dangling) > 0 {
-			reason, message = "DanglingUses", fmt.Sprintf("components run the feature %s while it is %s: %s", onOff(s.State != featuresv1alpha1.FeatureStateOn), s.State, strings.Join(dangling, "; "))
-		}
+		reason, message = c.usesUnsafe(s, key)
 	}
 	setCondition(f, now, featuresv1alpha1.FeatureConditionUpgradeSafe, reason == "", "Safe", "", reason, message)
 
@@ -219,6 +239,67 @@ func (c *Controller) setSafetyConditions(f *featuresv1alpha1.Feature, key featur
 	setCondition(f, now, featuresv1alpha1.FeatureConditionDowngradeSafe, reason == "", "Safe", "", reason, message)
 }
 
+// usesUnsafe returns why the uses of a stable Feature make it unsafe to move
+// kube-apiserver to another minor version, or "" when they do not. Only the
+// owners' uses count.
+//   - A feature kube-apiserver checks has the cluster's value, the state: a
+//     use of the other value is DanglingUses when it is not the default at
+//     the use's emulation version (a component configured otherwise than the
+//     cluster), and VersionSkew when it is (a component of another version,
+//     as upstream's skew policy allows, on its version's default; finish
+//     that upgrade first).
+//   - A feature kube-apiserver does not check (a kubelet-only gate, say) has
+//     no cluster value: kube-apiserver's configuration does not matter to it.
+//     Its uses are unsafe only when its owners run both values.
+func (c *Controller) usesUnsafe(s *featuresv1alpha1.FeatureStatus, key featuregate.Feature) (string, string) {
+	var uses []featuresv1alpha1.FeatureUse
+	for _, use := range s.Uses {
+		if slices.Contains(s.Owners, use.Component) {
+			uses = append(uses, use)
+		}
+	}
+	if !slices.Contains(s.Owners, kubeAPIServerComponent) {
+		if slices.ContainsFunc(uses, func(u featuresv1alpha1.FeatureUse) bool { return u.Value }) && slices.ContainsFunc(uses, func(u featuresv1alpha1.FeatureUse) bool { return !u.Value }) {
+			return "DanglingUses", fmt.Sprintf("the components that check the feature run it both on and off (kube-apiserver does not check it): %s", strings.Join(describeUses(uses), "; "))
+		}
+		return "", ""
+	}
+	on := s.State == featuresv1alpha1.FeatureStateOn
+	var misconfigured, skewed []featuresv1alpha1.FeatureUse
+	for _, use := range uses {
+		switch {
+		case use.Value == on:
+		case use.EmulationVersion != s.EmulationVersion && c.defaultAt(key, use.EmulationVersion) == use.Value:
+			skewed = append(skewed, use)
+		default:
+			misconfigured = append(misconfigured, use)
+		}
+	}
+	if len(misconfigured) > 0 {
+		return "DanglingUses", fmt.Sprintf("components run the feature %s while it is %s: %s", onOff(!on), s.State, strings.Join(describeUses(misconfigured), "; "))
+	}
+	if len(skewed) > 0 {
+		return "VersionSkew", fmt.Sprintf("components of other versions run the feature %s, their version's default, while it is %s: %s; finish their upgrade or downgrade first", onOff(!on), s.State, strings.Join(describeUses(skewed), "; "))
+	}
+	return "", ""
+}
+
+// defaultAt returns the feature's default at an emulation version (major.minor):
+// off before the feature existed, or for a version that does not parse.
+func (c *Controller) defaultAt(key featuregate.Feature, emulation string) bool {
+	v, err := version.Parse(emulation)
+	if err != nil {
+		return false
+	}
+	def := false
+	for _, spec := range c.cfg.Gate.GetAllVersioned()[key] {
+		if spec.Version != nil && !spec.Version.GreaterThan(v) {
+			def = spec.Default
+		}
+	}
+	return def
+}
+
 func onOff(on bool) string {
 	if on {
 		return "on"
@@ -226,17 +307,15 @@ func onOff(on bool) string {
 	return "off"
 }
 
-// danglingUses returns the uses, as "component (instances)", that report a
-// value other than value.
-func danglingUses(uses []featuresv1alpha1.FeatureUse, value bool) []string {
-	var dangling []string
+// describeUses returns the uses as "component value at emulation version
+// (instances)", sorted.
+func describeUses(uses []featuresv1alpha1.FeatureUse) []string {
+	var out []string
 	for _, use := range uses {
-		if use.Value != value {
-			dangling = append(dangling, fmt.Sprintf("%s (%s)", use.Component, strings.Join(use.Instances, ", ")))
-		}
+		out = append(out, fmt.Sprintf("%s %s at %s (%s)", use.Component, onOff(use.Value), use.EmulationVersion, strings.Join(use.Instances, ", ")))
 	}
-	slices.Sort(dangling)
-	return dangling
+	slices.Sort(out)
+	return out
 }
 
 // knownAtPreviousMinor reports whether the release before the emulated one

@@ -24,8 +24,6 @@ import (
 	"time"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 )
 
@@ -33,25 +31,28 @@ import (
 // starts with.
 const WaitForUsesName = "WaitForUses"
 
-// waitForUses clears the uses on its first run, waits for the components to
-// report again, and is done when none reports the old value: every
-// component then runs with the new one. Otherwise it names them, clears the
-// uses again and waits another period. It knows who to wait for: the live
-// instances of each component (population), and it waits beyond the period,
-// up to maxPeriod, while a component has begun to report but fewer of its
-// instances have than would if all had.
+// waitForUses is done when no component has reported the old value for a
+// whole period: every component then runs with the new one. The uses are
+// never cleared. An entry of the old value lives while any instance runs that
+// value: its sampled instances renew it, and when they move to the new value
+// or go, an instance still on the old value reports it again (an entry that
+// is missing is reported within a reporter's delay). Each run that finds the
+// old value reported names it and starts the wait over. It knows who to wait
+// for: the live instances of each component (population), and it waits
+// beyond the period, up to maxPeriod, while a component has begun to report
+// but fewer of its instances have than would if all had.
 type waitForUses struct {
 	period, maxPeriod time.Duration
 	// sample is how many instances a component's entry names at most.
 	sample int
 }
 
-// NewWaitForUses returns the WaitForUses task, which gives the components
-// period to report after it cleared the uses, and up to maxPeriod when some
-// have not all reported by then. The period must be longer than a reporter's
-// longest delay, or a component still on the old value could be missed;
-// maxPeriod covers a reporter's back-off. A maxPeriod not longer than period
-// waits period only.
+// NewWaitForUses returns the WaitForUses task, which is done after period
+// without a report of the old value, or up to maxPeriod when some components
+// have not all reported by then. The period must be longer than a
+// reporter's longest delay, or an entry of the old value that is being
+// reported again could be missed; maxPeriod covers a reporter's back-off. A
+// maxPeriod not longer than period waits period only.
 func NewWaitForUses(period, maxPeriod time.Duration) Task {
 	return waitForUses{period: period, maxPeriod: max(period, maxPeriod), sample: featurereporting.DefaultOptions("", "", "").SampleSize}
 }
@@ -61,14 +62,6 @@ func (waitForUses) Name() string { return WaitForUsesName }
 func (waitForUses) AppliesTo(t Transition) bool { return t == TurnOn || t == TurnOff }
 
 func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
-	if tc.Task.StartTime == nil {
-		// The first run: the controller records the start once this returns,
-		// so an interrupted first run clears again, which is harmless.
-		if err := w.clear(ctx, tc); err != nil {
-			return Result{}, err
-		}
-		return NotYet(fmt.Sprintf("cleared the uses, waiting %v for the components to report", w.period)), nil
-	}
 	old := tc.Transition == TurnOff
 	stale := reporting(tc.Feature, old)
 	// Who has reported of whom: a failure to count leaves the decision to
@@ -89,23 +82,16 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 		}
 		reported = "reported: " + strings.Join(parts, ", ")
 	}
-	end := tc.Task.StartTime.Add(w.period)
-	if tc.Now.Before(end) {
-		message := fmt.Sprintf("waiting until %s for the components to report (%s)", end.UTC().Format(time.RFC3339), reported)
-		if len(stale) > 0 {
-			// Those already known to run the old value, so that an admin
-			// can act before the wait is over.
-			message += fmt.Sprintf("; reporting %t so far: %s", old, strings.Join(stale, "; "))
-		}
-		return NotYet(message), nil
-	}
 	if len(stale) > 0 {
-		// Sample again: an entry may be stale, written by a component just
-		// before the last clear and since restarted with the new value.
-		if err := w.clear(ctx, tc); err != nil {
-			return Result{}, err
-		}
-		return Result{Message: fmt.Sprintf("still reporting %t: %s; cleared the uses to check again", old, strings.Join(stale, "; ")), Restart: true}, nil
+		// The wait counts from the last run that found the old value.
+		return Result{Message: fmt.Sprintf("waiting until no component reports %t for %v; reporting %t: %s (%s)", old, w.period, old, strings.Join(stale, "; "), reported), Restart: true}, nil
+	}
+	if tc.Task.StartTime == nil {
+		// The first run: the controller records its start.
+		return NotYet(fmt.Sprintf("no component reports %t; waiting %v for late reports (%s)", old, w.period, reported)), nil
+	}
+	if end := tc.Task.StartTime.Add(w.period); tc.Now.Before(end) {
+		return NotYet(fmt.Sprintf("no component reports %t; waiting until %s for late reports (%s)", old, end.UTC().Format(time.RFC3339), reported)), nil
 	}
 	if last := tc.Task.StartTime.Add(w.maxPeriod); len(uncovered) > 0 && tc.Now.Before(last) {
 		// A reporter in back-off (the API unreachable, or not served when it
@@ -131,24 +117,4 @@ func reporting(f *featuresv1alpha1.Feature, value bool) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func (w waitForUses) clear(ctx context.Context, tc *TaskContext) error {
-	f := tc.Feature
-	if len(f.Status.Uses) == 0 {
-		return nil
-	}
-	cleared := f.DeepCopy()
-	cleared.Status.Uses = nil
-	updated, err := tc.Client.FeaturesV1alpha1().Features(f.Namespace).UpdateUses(ctx, f.Name, cleared, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		// A component reported or another server cleared meanwhile: the
-		// entries left are looked at, and cleared, after the next period.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("clearing the uses: %w", err)
-	}
-	tc.Feature = updated
-	return nil
 }

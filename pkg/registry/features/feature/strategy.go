@@ -19,6 +19,7 @@ package feature
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,6 +136,7 @@ func (featureUsesStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.
 			fieldpath.MakePathOrDie("status", "state"),
 			fieldpath.MakePathOrDie("status", "tasks"),
 			fieldpath.MakePathOrDie("status", "conditions"),
+			fieldpath.MakePathOrDie("status", "owners"),
 		),
 	}
 }
@@ -145,22 +147,32 @@ func (featureUsesStrategy) PrepareForUpdate(ctx context.Context, obj, old runtim
 	f.Spec = oldF.Spec
 	f.Status = oldF.Status
 	f.Status.Uses = uses
-	setFirstReportTimes(f.Status.Uses, oldF.Status.Uses, metav1.Now())
+	setReportTimes(f.Status.Uses, oldF.Status.Uses, metav1.Now())
 	metav1.ResetObjectMetaForStatus(&f.ObjectMeta, &oldF.ObjectMeta)
 }
 
-// setFirstReportTimes sets the first report time of each use: the stored one of
-// an entry that exists (same component and value), now for a new one. The
-// server sets it, as the age of an entry decides when the server flow trusts
-// or clears it, and a reporter's clock or claim must not.
-func setFirstReportTimes(uses, old []featuresapi.FeatureUse, now metav1.Time) {
+// setReportTimes sets the report times of each use; the server sets them, as
+// the age of an entry decides when the server flow trusts or removes it, and
+// a reporter's clock or claim must not. An entry that exists (same component,
+// value and versions) keeps its first report time; a new one gets now. The
+// last report time is now for a new entry, for one that names a new instance,
+// and for one whose last report time the writer changed (a sampled instance
+// renews the entry by sending any other time); otherwise it is the stored
+// one: a write that removes entries or names renews nothing.
+func setReportTimes(uses, old []featuresapi.FeatureUse, now metav1.Time) {
 	for i := range uses {
-		uses[i].FirstReportTime = now
-		for _, o := range old {
-			if o.Component == uses[i].Component && o.Value == uses[i].Value {
-				uses[i].FirstReportTime = o.FirstReportTime
-				break
-			}
+		use := &uses[i]
+		j := slices.IndexFunc(old, func(o featuresapi.FeatureUse) bool { return featuresapi.SameUse(o, *use) })
+		if j < 0 {
+			use.FirstReportTime, use.LastReportTime = now, now
+			continue
+		}
+		use.FirstReportTime = old[j].FirstReportTime
+		added := slices.ContainsFunc(use.Instances, func(instance string) bool { return !slices.Contains(old[j].Instances, instance) })
+		if added || !use.LastReportTime.Equal(&old[j].LastReportTime) {
+			use.LastReportTime = now
+		} else {
+			use.LastReportTime = old[j].LastReportTime
 		}
 	}
 }

@@ -40,7 +40,7 @@ func stored() *featuresapi.Feature {
 			ConfiguredValue: ptr.To(true),
 			State:           featuresapi.FeatureStateTurningOn,
 			Tasks:           []featuresapi.FeatureTask{{Name: "WaitForUses"}},
-			Uses:            []featuresapi.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-1"}}},
+			Uses:            []featuresapi.FeatureUse{{Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}},
 		},
 	}
 }
@@ -52,7 +52,8 @@ func request() *featuresapi.Feature {
 	f.Spec.FeatureName = "Other"
 	f.Status.State = featuresapi.FeatureStateOn
 	f.Status.Tasks = nil
-	f.Status.Uses = []featuresapi.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-2"}}}
+	f.Status.Owners = []string{"kubelet"}
+	f.Status.Uses = []featuresapi.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}}
 	return f
 }
 
@@ -93,7 +94,8 @@ func TestStrategiesWriteOnlyTheirPart(t *testing.T) {
 		UsesStrategy.PrepareForUpdate(ctx, f, stored())
 		want := stored()
 		want.Status.Uses = request().Status.Uses
-		want.Status.Uses[0].FirstReportTime = f.Status.Uses[0].FirstReportTime // the server's (TestUsesFirstReportTimesAreTheServers)
+		// The server's times (TestUsesReportTimesAreTheServers).
+		want.Status.Uses[0].FirstReportTime, want.Status.Uses[0].LastReportTime = f.Status.Uses[0].FirstReportTime, f.Status.Uses[0].LastReportTime
 		if diff := cmp.Diff(want, f); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
@@ -119,22 +121,43 @@ func TestUsesResetFieldsCoverTheStatus(t *testing.T) {
 	}
 }
 
-// A reporter cannot choose when its use was first reported: new entries get the
-// server's time, existing ones keep theirs.
-func TestUsesFirstReportTimesAreTheServers(t *testing.T) {
+// A reporter cannot choose when its use was reported: new entries get the
+// server's time, existing ones keep their first report time, and their last
+// one changes to the server's only when a writer renews the entry or adds an
+// instance to it.
+func TestUsesReportTimesAreTheServers(t *testing.T) {
 	old := stored()
-	reported := metav1.NewTime(metav1.Now().Add(-time.Hour))
-	old.Status.Uses[0].FirstReportTime = reported
+	reported := metav1.NewTime(metav1.Now().Add(-time.Hour).Truncate(time.Second))
+	old.Status.Uses[0].FirstReportTime, old.Status.Uses[0].LastReportTime = reported, reported
 	forged := metav1.NewTime(reported.Add(-24 * time.Hour))
 	update := old.DeepCopy()
 	update.Status.Uses[0].FirstReportTime = forged
-	update.Status.Uses = append(update.Status.Uses, featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-2"}, FirstReportTime: forged})
-	before := metav1.Now()
+	update.Status.Uses = append(update.Status.Uses, featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: forged, LastReportTime: forged})
+	before := metav1.Now().Rfc3339Copy()
 	UsesStrategy.PrepareForUpdate(context.Background(), update, old)
 	if got := update.Status.Uses[0].FirstReportTime; !got.Equal(&reported) {
 		t.Errorf("existing entry: first report time %v, want the stored %v", got, reported)
 	}
-	if got := update.Status.Uses[1].FirstReportTime; got.Before(&before) {
-		t.Errorf("new entry: first report time %v, want the server's time (not before %v)", got, before)
+	if got := update.Status.Uses[0].LastReportTime; !got.Equal(&reported) {
+		t.Errorf("existing entry nobody renewed: last report time %v, want the stored %v", got, reported)
+	}
+	for _, got := range []metav1.Time{update.Status.Uses[1].FirstReportTime, update.Status.Uses[1].LastReportTime} {
+		if got.Before(&before) {
+			t.Errorf("new entry: report time %v, want the server's time (not before %v)", got, before)
+		}
+	}
+
+	for name, change := range map[string]func(*featuresapi.FeatureUse){
+		"renewed":          func(use *featuresapi.FeatureUse) { use.LastReportTime = forged },
+		"instance added":   func(use *featuresapi.FeatureUse) { use.Instances = append(use.Instances, "node-9") },
+		"instance removed": func(use *featuresapi.FeatureUse) { use.Instances = nil },
+	} {
+		update := old.DeepCopy()
+		change(&update.Status.Uses[0])
+		UsesStrategy.PrepareForUpdate(context.Background(), update, old)
+		got := update.Status.Uses[0].LastReportTime
+		if renewed := !got.Before(&before); renewed != (name != "instance removed") {
+			t.Errorf("%s: last report time %v (stored %v)", name, got, reported)
+		}
 	}
 }

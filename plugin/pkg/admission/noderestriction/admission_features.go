@@ -31,9 +31,10 @@ var featureResource = featuresapi.Resource("features")
 const kubeletComponent = "kubelet"
 
 // admitFeatureUses lets a node report what its kubelet found: it may add its
-// own name to the kubelet entry of a value, or add that entry naming only
-// itself, remove its name from the entry of the other value (and that entry,
-// if it named only the node), and change nothing else.
+// own name to the kubelet entry of a value and versions, or add that entry
+// naming only itself, renew an entry that names it, remove its name from
+// another kubelet entry (and that entry, if it named only the node), and
+// change nothing else.
 func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error {
 	if a.GetSubresource() != "uses" {
 		return admission.NewForbidden(a, fmt.Errorf("nodes may only update the uses subresource of features"))
@@ -60,9 +61,7 @@ func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error
 func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.FeatureUse) error {
 	remaining := slices.Clone(oldUses)
 	for _, use := range newUses {
-		i := slices.IndexFunc(remaining, func(old featuresapi.FeatureUse) bool {
-			return old.Component == use.Component && old.Value == use.Value
-		})
+		i := slices.IndexFunc(remaining, func(old featuresapi.FeatureUse) bool { return featuresapi.SameUse(old, use) })
 		if use.Component != kubeletComponent {
 			if i < 0 || !apiequality.Semantic.DeepEqual(remaining[i], use) {
 				return fmt.Errorf("node %q may only report uses of component %q, not change those of %q", nodeName, kubeletComponent, use.Component)
@@ -84,14 +83,17 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		if !slices.Equal(own, without(old.Instances, nodeName)) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
 			return fmt.Errorf("node %q may only add itself to the kubelet use of value %t, not change the other instances or the report time", nodeName, use.Value)
 		}
+		if !old.LastReportTime.Equal(&use.LastReportTime) && !slices.Contains(use.Instances, nodeName) {
+			return fmt.Errorf("node %q may only renew a kubelet use that names it, not the one of value %t", nodeName, use.Value)
+		}
 		remaining = slices.Delete(remaining, i, i+1)
 	}
-	// A node whose value changed moves itself: the kubelet entry that named only
-	// it may go when the node is named under the other value now.
+	// A node whose value or version changed moves itself: the kubelet entry
+	// that named only it may go when the node is named in another one now.
 	remaining = slices.DeleteFunc(remaining, func(old featuresapi.FeatureUse) bool {
 		return old.Component == kubeletComponent && slices.Equal(old.Instances, []string{nodeName}) &&
 			slices.ContainsFunc(newUses, func(use featuresapi.FeatureUse) bool {
-				return use.Component == kubeletComponent && use.Value != old.Value && slices.Contains(use.Instances, nodeName)
+				return use.Component == kubeletComponent && !featuresapi.SameUse(use, old) && slices.Contains(use.Instances, nodeName)
 			})
 	})
 	if len(remaining) > 0 {

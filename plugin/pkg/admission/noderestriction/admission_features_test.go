@@ -32,8 +32,8 @@ import (
 func TestAdmitFeatureUses(t *testing.T) {
 	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	stored := []featuresapi.FeatureUse{
-		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, FirstReportTime: reported},
-		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, FirstReportTime: reported},
+		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
+		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
 	}
 	withUses := func(uses ...featuresapi.FeatureUse) []featuresapi.FeatureUse {
 		return append([]featuresapi.FeatureUse{stored[0], stored[1]}, uses...)
@@ -51,20 +51,31 @@ func TestAdmitFeatureUses(t *testing.T) {
 		uses        []featuresapi.FeatureUse
 		wantErr     string
 	}{
-		{name: "a new value naming only itself", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, FirstReportTime: reported})},
+		{name: "a new value naming only itself", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported})},
 		{name: "itself added to an existing value", node: "mynode", uses: addInstance("node-1", "mynode")},
 		{name: "unchanged", node: "mynode", uses: withUses()},
-		{name: "another node's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node-2"}}), wantErr: `may only report its own use: the new kubelet use of value false names [node-2]`},
+		{name: "another node's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}), wantErr: `may only report its own use: the new kubelet use of value false names [node-2]`},
 		{name: "another node added", node: "mynode", uses: addInstance("node-1", "node-2"), wantErr: "may only add itself to the kubelet use of value true"},
 		{name: "another node removed", node: "mynode", uses: addInstance("mynode"), wantErr: "may only add itself to the kubelet use of value true"},
-		{name: "another component's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"mynode"}}), wantErr: `may only report uses of component "kubelet", not change those of "kube-scheduler"`},
+		{name: "another component's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}), wantErr: `may only report uses of component "kubelet", not change those of "kube-scheduler"`},
 		{name: "a use removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[1]}, wantErr: "may not remove uses: kube-apiserver=true is missing"},
 		{name: "the report time changed", node: "node-1", uses: func() []featuresapi.FeatureUse {
 			uses := withUses()
 			uses[1].FirstReportTime = metav1.NewTime(reported.Add(time.Hour))
 			return uses
 		}(), wantErr: "not change the other instances or the report time"},
-		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, FirstReportTime: reported}}},
+		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}}},
+		{name: "itself moved to a new version, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: reported}}},
+		{name: "its entry renewed", node: "node-1", uses: func() []featuresapi.FeatureUse {
+			uses := withUses()
+			uses[1].LastReportTime = metav1.NewTime(reported.Add(time.Hour))
+			return uses
+		}()},
+		{name: "an entry that does not name it renewed", node: "mynode", uses: func() []featuresapi.FeatureUse {
+			uses := withUses()
+			uses[1].LastReportTime = metav1.NewTime(reported.Add(time.Hour))
+			return uses
+		}(), wantErr: "may only renew a kubelet use that names it"},
 		{name: "its own entry removed without moving", node: "node-1", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "another node's entry removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "itself twice", node: "mynode", uses: addInstance("node-1", "mynode", "mynode"), wantErr: "named more than once"},

@@ -87,7 +87,7 @@ func changedComponents(uses, old []featuresapi.FeatureUse) []string {
 		}
 	}
 	find := func(list []featuresapi.FeatureUse, u featuresapi.FeatureUse) int {
-		return slices.IndexFunc(list, func(l featuresapi.FeatureUse) bool { return l.Component == u.Component && l.Value == u.Value })
+		return slices.IndexFunc(list, func(l featuresapi.FeatureUse) bool { return featuresapi.SameUse(l, u) })
 	}
 	for _, u := range uses {
 		if i := find(old, u); i < 0 || !apiequality.Semantic.DeepEqual(old[i], u) {

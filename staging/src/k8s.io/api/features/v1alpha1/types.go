@@ -94,13 +94,15 @@ const (
 const (
 	// MaxFeatureTasks is the most tasks a transition may have.
 	MaxFeatureTasks = 32
-	// MaxFeatureUses is the most entries in status.uses: one per component and
+	// MaxFeatureUses is the most entries in status.uses: one per component,
 	// value, never one per instance.
 	MaxFeatureUses = 64
 	// MaxFeatureUseInstances is the most instance names one use may sample.
 	MaxFeatureUseInstances = 10
 	// MaxFeatureConditions is the most conditions a Feature may have.
 	MaxFeatureConditions = 16
+	// MaxFeatureOwners is the most components status.owners may name.
+	MaxFeatureOwners = 16
 )
 
 // Condition types of a Feature, set by kube-apiserver's server flow.
@@ -179,16 +181,29 @@ type FeatureStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,11,rep,name=conditions"`
 
 	// uses are the values components found when they checked the feature: one
-	// entry per component and value, each with a small sample of the instances
-	// that reported it. They are written through the uses subresource. The
-	// list is a map keyed by component and value, so that the components'
-	// server-side applies merge: each writer owns its own entries and its own
-	// name in their instances, and no writer drops another's.
+	// entry per component, value and versions, each with a small sample of the
+	// instances that reported it. They are written through the uses
+	// subresource. The list is a map keyed by component, value, binary version
+	// and emulation version, so that the components' server-side applies
+	// merge: each writer owns its own entries and its own name in their
+	// instances, and no writer drops another's.
 	// +optional
 	// +listType=map
 	// +listMapKey=component
 	// +listMapKey=value
+	// +listMapKey=binaryVersion
+	// +listMapKey=emulationVersion
 	Uses []FeatureUse `json:"uses,omitempty" protobuf:"bytes,12,rep,name=uses"`
+
+	// owners are the components that check the feature, and so run with its
+	// value: kube-apiserver once the announcing kube-apiserver has checked it,
+	// and every other component that reports a use (components report only
+	// the features they check). A component that is not an owner does not
+	// make the feature unsafe to upgrade by running the other value. Set by
+	// kube-apiserver's server flow; at most MaxFeatureOwners.
+	// +optional
+	// +listType=set
+	Owners []string `json:"owners,omitempty" protobuf:"bytes,13,rep,name=owners"`
 }
 
 // FeatureTask is a step of a transition that must complete before the feature
@@ -233,6 +248,25 @@ type FeatureUse struct {
 	// firstReportTime is when the entry was written.
 	// +optional
 	FirstReportTime metav1.Time `json:"firstReportTime,omitempty" protobuf:"bytes,4,opt,name=firstReportTime"`
+
+	// binaryVersion is the version, major.minor, of the binary of the
+	// instances that reported this value, for example "1.36".
+	// +required
+	BinaryVersion string `json:"binaryVersion" protobuf:"bytes,5,opt,name=binaryVersion"`
+
+	// emulationVersion is the version, major.minor, whose behaviour these
+	// instances run: their binary version unless they emulate an older one.
+	// Together with binaryVersion it tells version skew that Kubernetes
+	// supports from a component configured otherwise than the cluster.
+	// +required
+	EmulationVersion string `json:"emulationVersion" protobuf:"bytes,6,opt,name=emulationVersion"`
+
+	// lastReportTime is when one of the sampled instances last reported or
+	// renewed the entry. The sampled instances renew it periodically, and
+	// kube-apiserver removes an entry that nobody renewed for a while: its
+	// instances are gone or no longer report. Set by the server.
+	// +optional
+	LastReportTime metav1.Time `json:"lastReportTime,omitempty" protobuf:"bytes,7,opt,name=lastReportTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -70,7 +70,8 @@ var map_FeatureStatus = map[string]string{
 	"state":               "state is where the feature is in the cluster.",
 	"tasks":               "tasks are the pending tasks of the current transition, in the order they run; the first one runs next.",
 	"conditions":          "conditions describe the feature's state in more detail.",
-	"uses":                "uses are the values components found when they checked the feature: one entry per component and value, each with a small sample of the instances that reported it. They are written through the uses subresource. The list is a map keyed by component and value, so that the components' server-side applies merge: each writer owns its own entries and its own name in their instances, and no writer drops another's.",
+	"uses":                "uses are the values components found when they checked the feature: one entry per component, value and versions, each with a small sample of the instances that reported it. They are written through the uses subresource. The list is a map keyed by component, value, binary version and emulation version, so that the components' server-side applies merge: each writer owns its own entries and its own name in their instances, and no writer drops another's.",
+	"owners":              "owners are the components that check the feature, and so run with its value: kube-apiserver once the announcing kube-apiserver has checked it, and every other component that reports a use (components report only the features they check). A component that is not an owner does not make the feature unsafe to upgrade by running the other value. Set by kube-apiserver's server flow; at most MaxFeatureOwners.",
 }
 
 func (FeatureStatus) SwaggerDoc() map[string]string {
@@ -90,11 +91,14 @@ func (FeatureTask) SwaggerDoc() map[string]string {
 }
 
 var map_FeatureUse = map[string]string{
-	"":                "FeatureUse is the value one kind of component found when it checked a feature.",
-	"component":       "component is the kind of component, for example \"kubelet\" or \"kube-apiserver\".",
-	"value":           "value is the value the component found.",
-	"instances":       "instances is a sample of the instances that reported this value (node names for kubelets, identities for the others), at most MaxFeatureUseInstances.",
-	"firstReportTime": "firstReportTime is when the entry was written.",
+	"":                 "FeatureUse is the value one kind of component found when it checked a feature.",
+	"component":        "component is the kind of component, for example \"kubelet\" or \"kube-apiserver\".",
+	"value":            "value is the value the component found.",
+	"instances":        "instances is a sample of the instances that reported this value (node names for kubelets, identities for the others), at most MaxFeatureUseInstances.",
+	"firstReportTime":  "firstReportTime is when the entry was written.",
+	"binaryVersion":    "binaryVersion is the version, major.minor, of the binary of the instances that reported this value, for example \"1.36\".",
+	"emulationVersion": "emulationVersion is the version, major.minor, whose behaviour these instances run: their binary version unless they emulate an older one. Together with binaryVersion it tells version skew that Kubernetes supports from a component configured otherwise than the cluster.",
+	"lastReportTime":   "lastReportTime is when one of the sampled instances last reported or renewed the entry. The sampled instances renew it periodically, and kube-apiserver removes an entry that nobody renewed for a while: its instances are gone or no longer report. Set by the server.",
 }
 
 func (FeatureUse) SwaggerDoc() map[string]string {

@@ -57,12 +57,20 @@ type FeatureStatusApplyConfiguration struct {
 	// conditions describe the feature's state in more detail.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// uses are the values components found when they checked the feature: one
-	// entry per component and value, each with a small sample of the instances
-	// that reported it. They are written through the uses subresource. The
-	// list is a map keyed by component and value, so that the components'
-	// server-side applies merge: each writer owns its own entries and its own
-	// name in their instances, and no writer drops another's.
+	// entry per component, value and versions, each with a small sample of the
+	// instances that reported it. They are written through the uses
+	// subresource. The list is a map keyed by component, value, binary version
+	// and emulation version, so that the components' server-side applies
+	// merge: each writer owns its own entries and its own name in their
+	// instances, and no writer drops another's.
 	Uses []FeatureUseApplyConfiguration `json:"uses,omitempty"`
+	// owners are the components that check the feature, and so run with its
+	// value: kube-apiserver once the announcing kube-apiserver has checked it,
+	// and every other component that reports a use (components report only
+	// the features they check). A component that is not an owner does not
+	// make the feature unsafe to upgrade by running the other value. Set by
+	// kube-apiserver's server flow; at most MaxFeatureOwners.
+	Owners []string `json:"owners,omitempty"`
 }
 
 // FeatureStatusApplyConfiguration constructs a declarative configuration of the FeatureStatus type for use with
@@ -178,6 +186,16 @@ func (b *FeatureStatusApplyConfiguration) WithUses(values ...*FeatureUseApplyCon
 			panic("nil value passed to WithUses")
 		}
 		b.Uses = append(b.Uses, *values[i])
+	}
+	return b
+}
+
+// WithOwners adds the given value to the Owners field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Owners field.
+func (b *FeatureStatusApplyConfiguration) WithOwners(values ...string) *FeatureStatusApplyConfiguration {
+	for i := range values {
+		b.Owners = append(b.Owners, values[i])
 	}
 	return b
 }

@@ -38,6 +38,19 @@ type FeatureUseApplyConfiguration struct {
 	Instances []string `json:"instances,omitempty"`
 	// firstReportTime is when the entry was written.
 	FirstReportTime *v1.Time `json:"firstReportTime,omitempty"`
+	// binaryVersion is the version, major.minor, of the binary of the
+	// instances that reported this value, for example "1.36".
+	BinaryVersion *string `json:"binaryVersion,omitempty"`
+	// emulationVersion is the version, major.minor, whose behaviour these
+	// instances run: their binary version unless they emulate an older one.
+	// Together with binaryVersion it tells version skew that Kubernetes
+	// supports from a component configured otherwise than the cluster.
+	EmulationVersion *string `json:"emulationVersion,omitempty"`
+	// lastReportTime is when one of the sampled instances last reported or
+	// renewed the entry. The sampled instances renew it periodically, and
+	// kube-apiserver removes an entry that nobody renewed for a while: its
+	// instances are gone or no longer report. Set by the server.
+	LastReportTime *v1.Time `json:"lastReportTime,omitempty"`
 }
 
 // FeatureUseApplyConfiguration constructs a declarative configuration of the FeatureUse type for use with
@@ -77,5 +90,29 @@ func (b *FeatureUseApplyConfiguration) WithInstances(values ...string) *FeatureU
 // If called multiple times, the FirstReportTime field is set to the value of the last call.
 func (b *FeatureUseApplyConfiguration) WithFirstReportTime(value v1.Time) *FeatureUseApplyConfiguration {
 	b.FirstReportTime = &value
+	return b
+}
+
+// WithBinaryVersion sets the BinaryVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BinaryVersion field is set to the value of the last call.
+func (b *FeatureUseApplyConfiguration) WithBinaryVersion(value string) *FeatureUseApplyConfiguration {
+	b.BinaryVersion = &value
+	return b
+}
+
+// WithEmulationVersion sets the EmulationVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the EmulationVersion field is set to the value of the last call.
+func (b *FeatureUseApplyConfiguration) WithEmulationVersion(value string) *FeatureUseApplyConfiguration {
+	b.EmulationVersion = &value
+	return b
+}
+
+// WithLastReportTime sets the LastReportTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastReportTime field is set to the value of the last call.
+func (b *FeatureUseApplyConfiguration) WithLastReportTime(value v1.Time) *FeatureUseApplyConfiguration {
+	b.LastReportTime = &value
 	return b
 }

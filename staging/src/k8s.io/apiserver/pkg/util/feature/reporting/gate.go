@@ -74,11 +74,25 @@ func (g *Gate) Uses() []Use {
 // AllUses returns every feature the gate knows, checked or not, sorted, with
 // its value: the gate's whole configuration.
 func (g *Gate) AllUses() []Use {
-	all := g.MutableVersionedFeatureGate.GetAll()
-	uses := make([]Use, 0, len(all))
-	for key := range all {
-		uses = append(uses, Use{Feature: key, Value: g.MutableVersionedFeatureGate.Enabled(key)})
+	values := g.Values()
+	uses := make([]Use, 0, len(values))
+	for key, value := range values {
+		uses = append(uses, Use{Feature: key, Value: value})
 	}
 	slices.SortFunc(uses, func(a, b Use) int { return strings.Compare(string(a.Feature), string(b.Feature)) })
 	return uses
+}
+
+// Values returns the value of every feature the gate knows, without recording
+// a check of any: reading the configuration (to report it, or for
+// kube-apiserver's server flow) is not a use, and Uses must name only the
+// features the component's own code checked. It reads a copy of the gate.
+func (g *Gate) Values() map[featuregate.Feature]bool {
+	gate := g.MutableVersionedFeatureGate.DeepCopy()
+	all := gate.GetAll()
+	values := make(map[featuregate.Feature]bool, len(all))
+	for key := range all {
+		values[key] = gate.Enabled(key)
+	}
+	return values
 }

@@ -100,3 +100,18 @@ func TestGateAllUsesListsEveryFeature(t *testing.T) {
 		t.Errorf("AllUses lacks the unchecked %s=true: %v", unchecked, got)
 	}
 }
+
+// Reading the configuration is not a use: after AllUses and Values, Uses still
+// names only the features the component checked, which is how kube-apiserver
+// tells the features it owns from those it only reports.
+func TestGateReadingValuesChecksNothing(t *testing.T) {
+	g := NewGate(newTestGate(t))
+	g.Enabled(alphaFeature)
+	_ = g.AllUses()
+	if v := g.Values(); !v[unchecked] {
+		t.Errorf("Values()[%s] = false, want its default, true", unchecked)
+	}
+	if uses := g.Uses(); len(uses) != 1 || uses[0].Feature != alphaFeature {
+		t.Errorf("Uses() = %v after reading the values, want only %s", uses, alphaFeature)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -29,7 +30,9 @@ import (
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/util/compatibility"
 	featuresapply "k8s.io/client-go/applyconfigurations/features/v1alpha1"
 	"k8s.io/client-go/discovery"
 	featuresinformers "k8s.io/client-go/informers/features/v1alpha1"
@@ -61,21 +64,50 @@ type Options struct {
 	CheckInterval time.Duration
 	// Resync is the informer's resync period.
 	Resync time.Duration
+	// RenewInterval is how often a sampled instance renews its entry, so that
+	// the entry outlives it by at most UseExpiry: entries nobody renews are
+	// removed by kube-apiserver. The sampled instances of an entry race for it
+	// after a random delay of up to MaxDelay, and the first write renews the
+	// entry for all of them, so an entry costs about one write a RenewInterval
+	// whatever the number of instances.
+	RenewInterval time.Duration
 	// AllFeatures reports every feature the gate knows, checked or not.
 	// kube-apiserver does: its values are its configuration, which the server
 	// flow compares across kube-apiservers.
 	AllFeatures bool
+	// BinaryVersion and EmulationVersion are the versions, major.minor, the
+	// instance reports its uses at. Empty: the build's binary version, and
+	// the gate's emulation version.
+	BinaryVersion, EmulationVersion string
 }
+
+const (
+	// RenewInterval is the default Options.RenewInterval.
+	RenewInterval = 10 * time.Minute
+	// UseExpiry is how long an entry of status.uses lives after it was last
+	// reported or renewed: three renew intervals, so that an entry whose
+	// sampled instances missed a renewal or two stays.
+	UseExpiry = 3 * RenewInterval
+)
 
 // DefaultOptions returns the options of a component's reporting.
 func DefaultOptions(namespace, component, instance string) Options {
-	return Options{Namespace: namespace, Component: component, Instance: instance, MaxDelay: 30 * time.Second, SampleSize: 3, CheckInterval: 10 * time.Second, Resync: 10 * time.Minute}
+	return Options{Namespace: namespace, Component: component, Instance: instance, MaxDelay: 30 * time.Second, SampleSize: 3, CheckInterval: 10 * time.Second, Resync: 10 * time.Minute, RenewInterval: RenewInterval}
 }
+
+// MinorVersion is how uses spell a version: major.minor.
+func MinorVersion(v *version.Version) string { return fmt.Sprintf("%d.%d", v.Major(), v.Minor()) }
 
 // Start reports the component's uses until ctx is done. It never blocks the
 // component: it returns at once, and while the API is unreachable it retries
 // with back-off, holding nothing but the gate's set of checked features.
 func (g *Gate) Start(ctx context.Context, client kubernetes.Interface, opts Options) {
+	if opts.BinaryVersion == "" {
+		opts.BinaryVersion = MinorVersion(compatibility.DefaultBuildEffectiveVersion().BinaryVersion())
+	}
+	if opts.EmulationVersion == "" {
+		opts.EmulationVersion = MinorVersion(g.EmulationVersion())
+	}
 	informer := featuresinformers.NewFeatureInformer(client, opts.Namespace, opts.Resync, cache.Indexers{})
 	r := newReporter(g, client.FeaturesV1alpha1().Features(opts.Namespace), featureslisters.NewFeatureLister(informer.GetIndexer()), opts)
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -121,10 +153,29 @@ type reporter struct {
 	changes chan struct{}
 	// sleep waits for d or until ctx is done; tests replace it.
 	sleep func(ctx context.Context, d time.Duration)
+	// join decides, once a pass, whether this instance may add itself to a
+	// sample that has room (joinSample); tests replace it.
+	join func() bool
 }
 
 func newReporter(g *Gate, client featuresclient.FeatureInterface, lister featureslisters.FeatureLister, opts Options) *reporter {
-	return &reporter{gate: g, client: client, lister: lister, opts: opts, changes: make(chan struct{}, 1), sleep: sleepContext}
+	r := &reporter{gate: g, client: client, lister: lister, opts: opts, changes: make(chan struct{}, 1), sleep: sleepContext}
+	r.join = r.joinSample
+	return r
+}
+
+// joinSample spreads the refill of a sample over a RenewInterval: each check
+// interval, an instance that a sample with room does not name adds itself
+// with probability CheckInterval/RenewInterval. The entry exists, so its value
+// is reported: the refill only restores the sample's redundancy, and when a
+// sampled instance left, thousands of instances that race for its place at
+// once are a herd of conflicting writes (666 for one kubelet of 5,000,
+// measured). A missing entry is reported at once.
+func (r *reporter) joinSample() bool {
+	if r.opts.RenewInterval <= 0 || r.opts.CheckInterval >= r.opts.RenewInterval {
+		return true
+	}
+	return rand.Float64() < float64(r.opts.CheckInterval)/float64(r.opts.RenewInterval)
 }
 
 func sleepContext(ctx context.Context, d time.Duration) {
@@ -172,15 +223,16 @@ func (r *reporter) run(ctx context.Context) {
 // reportOnce waits a random delay when some use is missing, then writes the
 // uses that are still missing.
 func (r *reporter) reportOnce(ctx context.Context) error {
-	if len(r.missing()) == 0 {
+	join := r.join()
+	if len(r.missing(join)) == 0 {
 		return nil
 	}
 	if r.opts.MaxDelay > 0 {
 		r.sleep(ctx, rand.N(r.opts.MaxDelay))
 	}
 	var errs []error
-	for _, use := range r.missing() {
-		if err := r.write(ctx, use); err != nil {
+	for _, use := range r.missing(join) {
+		if err := r.write(ctx, use, join); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,8 +242,9 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 	return nil
 }
 
-// missing returns the uses the Feature objects in the cache lack.
-func (r *reporter) missing() []Use {
+// missing returns the uses the Feature objects in the cache lack; a sample
+// with room lacks this instance only when it joins samples this pass.
+func (r *reporter) missing(join bool) []Use {
 	var missing []Use
 	uses := r.gate.Uses
 	if r.opts.AllFeatures {
@@ -203,7 +256,7 @@ func (r *reporter) missing() []Use {
 			// Not announced (yet): kube-apiserver creates the Features it knows.
 			continue
 		}
-		if r.needsReport(f, use) {
+		if r.needsReport(f, use, join) {
 			missing = append(missing, use)
 		}
 	}
@@ -212,17 +265,23 @@ func (r *reporter) missing() []Use {
 
 func objectName(use Use) string { return strings.ToLower(string(use.Feature)) }
 
+// own reports whether u is this instance's entry for use: its component, the
+// value and its versions.
+func (r *reporter) own(u featuresv1alpha1.FeatureUse, use Use) bool {
+	return u.Component == r.opts.Component && u.Value == use.Value && u.BinaryVersion == r.opts.BinaryVersion && u.EmulationVersion == r.opts.EmulationVersion
+}
+
 func (r *reporter) entry(f *featuresv1alpha1.Feature, use Use) int {
-	return slices.IndexFunc(f.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool {
-		return u.Component == r.opts.Component && u.Value == use.Value
-	})
+	return slices.IndexFunc(f.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool { return r.own(u, use) })
 }
 
 // needsReport tells whether the Feature lacks this instance's use: no entry for
-// the value, or a sample with room that does not name it, or this instance named
-// under the other value (it ran with that value before).
-func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
-	if r.namedUnderOtherValue(f, use) >= 0 {
+// the value and versions, or a sample with room that does not name it, or
+// this instance named in another entry of its component (it ran with another
+// value or version before), or its entry due for renewal. A sample with room
+// counts only when join is true.
+func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use, join bool) bool {
+	if r.namedElsewhere(f, use) >= 0 {
 		return true
 	}
 	i := r.entry(f, use)
@@ -230,14 +289,27 @@ func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
 		return true
 	}
 	instances := f.Status.Uses[i].Instances
-	return len(instances) < r.opts.SampleSize && !slices.Contains(instances, r.opts.Instance)
+	if slices.Contains(instances, r.opts.Instance) {
+		return r.renewalDue(f.Status.Uses[i])
+	}
+	return join && len(instances) < r.opts.SampleSize
 }
 
-// namedUnderOtherValue returns the index of the entry of the other value that
+// renewalDue reports whether an entry was last reported RenewInterval ago or
+// more. An entry stored without a last report time has its first one.
+func (r *reporter) renewalDue(u featuresv1alpha1.FeatureUse) bool {
+	last := u.LastReportTime
+	if last.IsZero() {
+		last = u.FirstReportTime
+	}
+	return r.opts.RenewInterval > 0 && time.Since(last.Time) >= r.opts.RenewInterval
+}
+
+// namedElsewhere returns the index of another entry of this component that
 // names this instance, or -1.
-func (r *reporter) namedUnderOtherValue(f *featuresv1alpha1.Feature, use Use) int {
+func (r *reporter) namedElsewhere(f *featuresv1alpha1.Feature, use Use) int {
 	return slices.IndexFunc(f.Status.Uses, func(u featuresv1alpha1.FeatureUse) bool {
-		return u.Component == r.opts.Component && u.Value != use.Value && slices.Contains(u.Instances, r.opts.Instance)
+		return u.Component == r.opts.Component && !r.own(u, use) && slices.Contains(u.Instances, r.opts.Instance)
 	})
 }
 
@@ -249,20 +321,27 @@ func (r *reporter) namedUnderOtherValue(f *featuresv1alpha1.Feature, use Use) in
 // sample small: a reporter whose cache is behind loses with a conflict, and the
 // next pass, once the cache has the other write, decides whether this one still
 // needs to report.
-func (r *reporter) write(ctx context.Context, use Use) error {
+func (r *reporter) write(ctx context.Context, use Use, join bool) error {
 	f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
-	if err != nil || !r.needsReport(f, use) {
+	if err != nil || !r.needsReport(f, use, join) {
 		return nil
 	}
-	if r.namedUnderOtherValue(f, use) >= 0 {
+	if r.namedElsewhere(f, use) >= 0 {
 		return r.move(ctx, f, use)
+	}
+	entry := featuresapply.FeatureUse().
+		WithComponent(r.opts.Component).
+		WithValue(use.Value).
+		WithBinaryVersion(r.opts.BinaryVersion).
+		WithEmulationVersion(r.opts.EmulationVersion).
+		WithInstances(r.opts.Instance)
+	if i := r.entry(f, use); i >= 0 && slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance) {
+		// A renewal: any time other than the stored one; the server sets its own.
+		entry.WithLastReportTime(metav1.Now())
 	}
 	apply := featuresapply.Feature(f.Name, f.Namespace).
 		WithResourceVersion(f.ResourceVersion).
-		WithStatus(featuresapply.FeatureStatus().WithUses(featuresapply.FeatureUse().
-			WithComponent(r.opts.Component).
-			WithValue(use.Value).
-			WithInstances(r.opts.Instance)))
+		WithStatus(featuresapply.FeatureStatus().WithUses(entry))
 	_, err = r.client.ApplyUses(ctx, f.Name, apply, metav1.ApplyOptions{FieldManager: FieldManager(r.opts.Component, r.opts.Instance), Force: true})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
@@ -270,15 +349,16 @@ func (r *reporter) write(ctx context.Context, use Use) error {
 	return err
 }
 
-// move takes this instance out of the other value's entry, which goes when it
-// named only this instance, and adds it to the entry of its value, in one
-// update guarded by the cached resourceVersion. An instance reports one value,
-// and its name under the other may have been written by another field manager
-// (by an update, or by an earlier release of the reporter), which an apply
-// could not remove.
+// move takes this instance out of the other entries of its component (another
+// value or version), each of which goes when it named only this instance, and
+// adds it to the entry of its value and versions, in one update guarded by
+// the cached resourceVersion. An instance reports one value at one version,
+// and its name elsewhere may have been written by another field manager (by
+// an update, or by an earlier release of the reporter), which an apply could
+// not remove.
 func (r *reporter) move(ctx context.Context, f *featuresv1alpha1.Feature, use Use) error {
 	f = f.DeepCopy()
-	if i := r.namedUnderOtherValue(f, use); i >= 0 {
+	for i := r.namedElsewhere(f, use); i >= 0; i = r.namedElsewhere(f, use) {
 		f.Status.Uses[i].Instances = slices.DeleteFunc(f.Status.Uses[i].Instances, func(s string) bool { return s == r.opts.Instance })
 		if len(f.Status.Uses[i].Instances) == 0 {
 			f.Status.Uses = slices.Delete(f.Status.Uses, i, i+1)
@@ -287,7 +367,8 @@ func (r *reporter) move(ctx context.Context, f *featuresv1alpha1.Feature, use Us
 	switch i := r.entry(f, use); {
 	case i < 0:
 		f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{
-			Component: r.opts.Component, Value: use.Value, Instances: []string{r.opts.Instance}, FirstReportTime: metav1.Now(),
+			Component: r.opts.Component, Value: use.Value, BinaryVersion: r.opts.BinaryVersion, EmulationVersion: r.opts.EmulationVersion,
+			Instances: []string{r.opts.Instance},
 		})
 	case len(f.Status.Uses[i].Instances) < r.opts.SampleSize && !slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance):
 		f.Status.Uses[i].Instances = append(f.Status.Uses[i].Instances, r.opts.Instance)

@@ -1,0 +1,23 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package features
+
+// SameUse reports whether a and b are the same entry of status.uses: the same
+// component, value and versions, the keys of the list.
+func SameUse(a, b FeatureUse) bool {
+	return a.Component == b.Component && a.Value == b.Value && a.BinaryVersion == b.BinaryVersion && a.EmulationVersion == b.EmulationVersion
+}
