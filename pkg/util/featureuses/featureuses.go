@@ -40,16 +40,32 @@ import (
 // gate here reports every check made since the process started, flag parsing
 // included.
 func Start(ctx context.Context, client kubernetes.Interface, component, instance string) {
-	start(ctx, client, reporting.DefaultOptions(metav1.NamespaceSystem, component, instance))
+	start(ctx, client, options(component, instance))
 }
 
 // StartAPIServer is Start for kube-apiserver, which reports every feature it
 // knows, checked or not: the server flow compares the kube-apiservers'
 // configured values.
 func StartAPIServer(ctx context.Context, client kubernetes.Interface, identity string) {
-	opts := reporting.DefaultOptions(metav1.NamespaceSystem, "kube-apiserver", identity)
+	opts := options("kube-apiserver", identity)
 	opts.AllFeatures = true
 	start(ctx, client, opts)
+}
+
+// leased are the components whose instances each renew a lease that
+// kube-apiserver reads (a kubelet its node lease, kube-apiserver its
+// identity lease): the server flow prunes their names when the lease goes, so
+// their entries need no renewal of their own. Renewing them would cost a
+// write a renew interval for every feature kube-apiserver reports (all of
+// them), each sent to every kubelet's watch.
+var leased = map[string]bool{"kubelet": true, "kube-apiserver": true}
+
+func options(component, instance string) reporting.Options {
+	opts := reporting.DefaultOptions(metav1.NamespaceSystem, component, instance)
+	if leased[component] {
+		opts.RenewInterval = 0
+	}
+	return opts
 }
 
 func start(ctx context.Context, client kubernetes.Interface, opts reporting.Options) {

@@ -393,12 +393,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 }
 
 // pruneUses removes from the uses what speaks for no running instance, at
-// most once a PruneInterval per Feature: entries nobody reported or renewed
-// within UseExpiry (their sampled instances are gone, or no longer report),
-// entries stored without versions (by a reporter older than versioned uses),
-// and, of the components whose live instances are all known (kubelets by
-// their node leases, kube-apiservers by their identity leases), the names of
-// instances that are gone, with an entry that names no live instance. Uses
+// most once a PruneInterval per Feature: entries stored without versions (by
+// a reporter older than versioned uses); of the components whose live
+// instances are all known (kubelets by their node leases, kube-apiservers by
+// their identity leases, which do not renew their entries), the names of
+// instances that are gone, with an entry that names no live instance; of the
+// others, entries nobody reported or renewed within UseExpiry (their sampled
+// instances are gone, or no longer report). Uses
 // are never cleared wholesale: clearing made every instance report again, a
 // herd of writes and watch events that grew with the cluster, and the
 // Feature read Safe until they had. It reports whether it wrote.
@@ -427,18 +428,25 @@ func (c *Controller) pruneUses(ctx context.Context, f *featuresv1alpha1.Feature,
 		if last.IsZero() {
 			last = use.FirstReportTime
 		}
-		if now.Sub(last.Time) >= c.cfg.UseExpiry || use.BinaryVersion == "" || use.EmulationVersion == "" {
+		if use.BinaryVersion == "" || use.EmulationVersion == "" {
+			continue
+		}
+		exp, known := pop[use.Component]
+		if !known || exp.atLeast {
+			// Their liveness is not visible: their entries are renewed.
+			if now.Sub(last.Time) < c.cfg.UseExpiry {
+				kept = append(kept, use)
+			}
 			continue
 		}
 		// A name reported in the last PruneInterval stays: a kubelet may
 		// report before its node lease exists.
-		if exp, known := pop[use.Component]; known && !exp.atLeast && now.Sub(last.Time) >= c.cfg.PruneInterval {
+		if now.Sub(last.Time) >= c.cfg.PruneInterval {
 			use.Instances = slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return !exp.names.Has(instance) })
-			if len(use.Instances) == 0 {
-				continue
-			}
 		}
-		kept = append(kept, use)
+		if len(use.Instances) > 0 {
+			kept = append(kept, use)
+		}
 	}
 	if apiequality.Semantic.DeepEqual(kept, f.Status.Uses) {
 		return false, nil

@@ -743,8 +743,9 @@ func TestMetrics(t *testing.T) {
 }
 
 // An entry nobody reported or renewed within UseExpiry speaks for no running
-// instance and goes; one renewed stays, however old. Entries stored without
-// versions (by an older reporter) go.
+// instance and goes; one renewed stays, however old, and so does a kubelet's,
+// which its node lease keeps. Entries stored without versions (by an older
+// reporter) go.
 func TestExpiredUsesGo(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.sync("bar")
@@ -760,13 +761,17 @@ func TestExpiredUsesGo(t *testing.T) {
 	}
 	e.clock.Step(29 * time.Minute)
 	renewed.LastReportTime = metav1.NewTime(e.clock.Now())
-	e.setUses("bar", renewed, left, versionless)
+	// A kubelet's entry is never renewed: its node lease is.
+	e.liveNodes("node-1")
+	kubelet := e.use("kubelet", true, "node-1")
+	kubelet.FirstReportTime, kubelet.LastReportTime = metav1.NewTime(e.clock.Now().Add(-29*time.Minute)), metav1.NewTime(e.clock.Now().Add(-29*time.Minute))
+	e.setUses("bar", renewed, left, versionless, kubelet)
 	e.clock.Step(time.Minute)
 	e.sync("bar")
 	e.sync("bar")
 	f := e.get("bar")
-	if len(f.Status.Uses) != 1 || f.Status.Uses[0].Component != "kube-controller-manager" || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue {
-		t.Errorf("the expired and the versionless use must go, the renewed one stay, and the feature be safe again: %s", dump(f))
+	if len(f.Status.Uses) != 2 || f.Status.Uses[0].Component != "kube-controller-manager" || f.Status.Uses[1].Component != "kubelet" || condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe).Status != metav1.ConditionTrue {
+		t.Errorf("the expired and the versionless use must go, the renewed one and the live kubelet's stay, and the feature be safe again: %s", dump(f))
 	}
 }
 

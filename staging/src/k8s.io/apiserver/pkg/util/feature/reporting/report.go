@@ -69,8 +69,12 @@ type Options struct {
 	// removed by kube-apiserver. The sampled instances of an entry race for it
 	// after a random delay of up to MaxDelay, and the first write renews the
 	// entry for all of them, so an entry costs about one write a RenewInterval
-	// whatever the number of instances.
+	// whatever the number of instances. 0: no renewal, for components whose
+	// instances' liveness kube-apiserver reads from their leases.
 	RenewInterval time.Duration
+	// FillInterval is the time over which the instances that a sample with
+	// room does not name fill it (joinSample).
+	FillInterval time.Duration
 	// AllFeatures reports every feature the gate knows, checked or not.
 	// kube-apiserver does: its values are its configuration, which the server
 	// flow compares across kube-apiservers.
@@ -84,6 +88,8 @@ type Options struct {
 const (
 	// RenewInterval is the default Options.RenewInterval.
 	RenewInterval = 10 * time.Minute
+	// FillInterval is the default Options.FillInterval.
+	FillInterval = 10 * time.Minute
 	// UseExpiry is how long an entry of status.uses lives after it was last
 	// reported or renewed: three renew intervals, so that an entry whose
 	// sampled instances missed a renewal or two stays.
@@ -92,7 +98,7 @@ const (
 
 // DefaultOptions returns the options of a component's reporting.
 func DefaultOptions(namespace, component, instance string) Options {
-	return Options{Namespace: namespace, Component: component, Instance: instance, MaxDelay: 30 * time.Second, SampleSize: 3, CheckInterval: 10 * time.Second, Resync: 10 * time.Minute, RenewInterval: RenewInterval}
+	return Options{Namespace: namespace, Component: component, Instance: instance, MaxDelay: 30 * time.Second, SampleSize: 3, CheckInterval: 10 * time.Second, Resync: 10 * time.Minute, RenewInterval: RenewInterval, FillInterval: FillInterval}
 }
 
 // MinorVersion is how uses spell a version: major.minor.
@@ -164,18 +170,18 @@ func newReporter(g *Gate, client featuresclient.FeatureInterface, lister feature
 	return r
 }
 
-// joinSample spreads the refill of a sample over a RenewInterval: each check
+// joinSample spreads the refill of a sample over a FillInterval: each check
 // interval, an instance that a sample with room does not name adds itself
-// with probability CheckInterval/RenewInterval. The entry exists, so its value
+// with probability CheckInterval/FillInterval. The entry exists, so its value
 // is reported: the refill only restores the sample's redundancy, and when a
 // sampled instance left, thousands of instances that race for its place at
 // once are a herd of conflicting writes (666 for one kubelet of 5,000,
 // measured). A missing entry is reported at once.
 func (r *reporter) joinSample() bool {
-	if r.opts.RenewInterval <= 0 || r.opts.CheckInterval >= r.opts.RenewInterval {
+	if r.opts.FillInterval <= 0 || r.opts.CheckInterval >= r.opts.FillInterval {
 		return true
 	}
-	return rand.Float64() < float64(r.opts.CheckInterval)/float64(r.opts.RenewInterval)
+	return rand.Float64() < float64(r.opts.CheckInterval)/float64(r.opts.FillInterval)
 }
 
 func sleepContext(ctx context.Context, d time.Duration) {

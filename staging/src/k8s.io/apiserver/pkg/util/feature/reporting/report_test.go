@@ -260,7 +260,7 @@ func TestReportSamplesAFewInstances(t *testing.T) {
 
 // An instance reports a missing entry at once, but adds itself to a sample
 // with room only in the passes it joins samples: about one in
-// RenewInterval/CheckInterval, so that the instances that race for a place
+// FillInterval/CheckInterval, so that the instances that race for a place
 // left in a sample are few, not all of them.
 func TestReportSpreadsTheRefillOfASample(t *testing.T) {
 	ctx := context.Background()
@@ -290,7 +290,7 @@ func TestReportSpreadsTheRefillOfASample(t *testing.T) {
 		}
 	}
 	// Binomial, p = 10s/10min: 1,000 expected, a standard deviation of 31.
-	if want := draws * int(opts.CheckInterval) / int(opts.RenewInterval); joined < want-200 || joined > want+200 {
+	if want := draws * int(opts.CheckInterval) / int(opts.FillInterval); joined < want-200 || joined > want+200 {
 		t.Errorf("joined %d passes of %d, want about %d", joined, draws, want)
 	}
 }
