@@ -37,10 +37,10 @@ var (
 	// taskNameRegexp matches registered task names: Kubernetes' own, for example
 	// WaitForUses, and third parties' under a domain, for example example.com/DrainWidgets.
 	taskNameRegexp = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z][A-Za-z0-9]*$`)
-	// instanceRegexp matches node names and component identities, which may
-	// hold underscores (leader election identities) and colons.
 	// minorVersionRegexp matches the major.minor versions of uses.
 	minorVersionRegexp = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	// instanceRegexp matches node names and component identities, which may
+	// hold underscores (leader election identities) and colons.
 	instanceRegexp = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`)
 
 	validStates = sets.New(featuresapi.FeatureStateOn, featuresapi.FeatureStateOff, featuresapi.FeatureStateTurningOn, featuresapi.FeatureStateTurningOff)

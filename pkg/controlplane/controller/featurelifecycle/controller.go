@@ -156,14 +156,14 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		leases:          coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "feature_lifecycle"}),
-		broadcaster:  broadcaster,
-		recorder:     broadcaster.NewRecorder(scheme.Scheme, "kube-apiserver"),
-		known:        map[string]featuregate.Feature{},
-		backoff:      workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-		retryAt:      map[string]time.Time{},
-		waitUntil:    map[string]time.Time{},
-		nextPrune: map[string]time.Time{},
-		leaders:      map[string]string{},
+		broadcaster: broadcaster,
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, "kube-apiserver"),
+		known:       map[string]featuregate.Feature{},
+		backoff:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+		retryAt:     map[string]time.Time{},
+		waitUntil:   map[string]time.Time{},
+		nextPrune:   map[string]time.Time{},
+		leaders:     map[string]string{},
 	}
 	for key := range cfg.Gate.GetAll() {
 		if key != "AllAlpha" && key != "AllBeta" {
