@@ -74,7 +74,9 @@ func TestThreeAPIServers(t *testing.T) {
 
 	// Every feature the servers know is announced by its rendezvous leader.
 	known := sets.New[string]()
-	for key := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+	// The servers' gate, read only: its features and their versioned specs.
+	gate := utilfeature.DefaultFeatureGate.(featuregate.MutableVersionedFeatureGate)
+	for key := range gate.GetAll() {
 		if key != "AllAlpha" && key != "AllBeta" {
 			known.Insert(strings.ToLower(string(key)))
 		}
@@ -180,7 +182,7 @@ func TestThreeAPIServers(t *testing.T) {
 		go featurelifecycle.New(featurelifecycle.Config{
 			Namespace:        metav1.NamespaceSystem,
 			Identity:         identity,
-			Gate:             featurereporting.NewGate(utilfeature.DefaultMutableFeatureGate),
+			Gate:             featurereporting.NewGate(gate),
 			BinaryVersion:    binary,
 			EmulationVersion: version.MajorMinor(binary.Major(), binary.Minor()),
 			Tasks:            registry,
