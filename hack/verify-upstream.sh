@@ -305,6 +305,6 @@ autoscaler() {
 start=$SECONDS
 for side in "${sides[@]}"; do "$side"; done
 echo "== verify-upstream ($((SECONDS - start))s)"
-awk '{ printf "%-5s %-11s %-45s %6ss\n", $3, $1, $2, $4 }' "$RESULTS"
+awk '{ printf "%-5s %-11s %-66s %6ss\n", $3, $1, $2, $4 }' "$RESULTS"
 awk '{ n[$3]++; t += $4 } END { printf "%d passed, %d failed (%d s in the scripts)\n", n["pass"], n["fail"], t }' "$RESULTS"
 ! grep -q ' fail ' "$RESULTS"
