@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -151,13 +152,19 @@ func (t *Tree) Save(into string) ([]string, error) {
 	if groups, err = t.Repo.Groups(t.Up); err != nil {
 		return nil, err
 	}
+	built := slices.Clone(st.Groups)
 	st.Groups = st.Groups[:0]
 	for i, gr := range groups {
+		// The commits keep the messages they were made with: the next sync makes
+		// them again where a HEADER changed meanwhile.
+		if h := built[i].Header; h != "" {
+			gr.Header = h
+		}
 		fp, err := t.Repo.Fingerprint(gr)
 		if err != nil {
 			return nil, err
 		}
-		st.Groups = append(st.Groups, GroupState{Name: gr.Name, Fingerprint: fp, Commit: commits[i]})
+		st.Groups = append(st.Groups, GroupState{Name: gr.Name, Fingerprint: fp, Commit: commits[i], Header: gr.Header})
 	}
 	return saved, t.saveState(st)
 }
@@ -187,12 +194,18 @@ func uncarried(paths []string, groups []Group) []string {
 // checkCurrent refuses to save from a tree whose groups were built from other
 // repository contents: saving would overwrite the repository's newer edits. A new
 // base (pins, materialization) does not matter: the groups are diffs against the
-// tree's own base, and the next 'make tree' rebuilds it.
+// tree's own base, and the next 'make tree' rebuilds it. Nor does a new HEADER,
+// which saving never writes: the groups are compared under the headers their
+// commits were made with (trees made before the state recorded them compare the
+// HEADERs too).
 func (t *Tree) checkCurrent(st *State, groups []Group) error {
 	if len(st.Groups) != len(groups) {
 		return fmt.Errorf("the tree was built from other groups than the repository has now; saving would overwrite them. Run 'make tree' first")
 	}
 	for i, gr := range groups {
+		if h := st.Groups[i].Header; h != "" {
+			gr.Header = h
+		}
 		fp, err := t.Repo.Fingerprint(gr)
 		if err != nil {
 			return err

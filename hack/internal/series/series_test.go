@@ -371,6 +371,40 @@ func TestSaveWritesBackABinaryFileTheSeriesCarries(t *testing.T) {
 	}
 }
 
+// A group's commit message edited after the tree was built does not stop a save:
+// saving writes patches and files, never a HEADER. The next sync still rebuilds the
+// group, so that its commit carries the new message. Before, the save was refused
+// as if the group's code had changed.
+func TestSaveAfterAHeaderEdit(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	header := filepath.Join(f.repo.Root, "patches/fake/10-first/HEADER")
+	writeFiles(t, f.repo.Root, map[string]string{"patches/fake/10-first/HEADER": "first: a better subject\n\nWhy it changes.\n"})
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 44", 1)})
+	if _, err := f.tree.Save(""); err != nil {
+		t.Fatalf("Save after a HEADER edit: %v", err)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/upstream.patch")); !strings.Contains(got, "+\treturn 44") {
+		t.Errorf("the edit was not saved:\n%s", got)
+	}
+	if got := readFile(t, header); got != "first: a better subject\n\nWhy it changes.\n" {
+		t.Errorf("the HEADER edit was lost: %q", got)
+	}
+	st := f.sync(t)
+	if msg, _ := f.tree.git().run("log", "-1", "--format=%s", st.Groups[0].Commit); msg != "first: a better subject" {
+		t.Errorf("after the next sync group 10's commit says %q", msg)
+	}
+	if got := f.treeFile(t, "pkg/a/a.go"); !strings.Contains(got, "return 44") {
+		t.Errorf("the rebuilt tree lost the saved edit: %q", got)
+	}
+	// A change of a group's code is still refused.
+	writeFiles(t, f.repo.Root, map[string]string{"pkg/b/b.go": "package b\n\n// B changed in the repository.\nconst B = 2\n"})
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 46", 1)})
+	if _, err := f.tree.Save(""); err == nil || !strings.Contains(err.Error(), "changed in the repository") {
+		t.Errorf("saving over a group whose files changed: %v", err)
+	}
+}
+
 func TestSaveConflictLeavesTheTreeAsItWas(t *testing.T) {
 	f := newFixture(t)
 	st := f.sync(t)

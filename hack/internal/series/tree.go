@@ -63,6 +63,9 @@ type GroupState struct {
 	Name        string `json:"name"`
 	Fingerprint string `json:"fingerprint"`
 	Commit      string `json:"commit"`
+	// Header is the commit message the group's commit was made with, so that save
+	// can tell an edit of the message (which it never writes) from one of the code.
+	Header string `json:"header,omitempty"`
 }
 
 // Tip is the commit the series ends at.
@@ -266,7 +269,7 @@ func (t *Tree) Sync() (*State, error) {
 			}
 			return nil, err
 		}
-		st.Groups = append(st.Groups, GroupState{Name: groups[i].Name, Fingerprint: fps[i], Commit: commit})
+		st.Groups = append(st.Groups, GroupState{Name: groups[i].Name, Fingerprint: fps[i], Commit: commit, Header: groups[i].Header})
 		t.logf("%s: applied %s", t.Up.Name, groups[i].Name)
 	}
 	return st, t.saveState(st)
