@@ -186,6 +186,16 @@ func (g git) worktreeTree() (string, error) {
 		if err := os.WriteFile(idx.Name(), data, 0o600); err != nil {
 			return "", err
 		}
+		// The copy keeps the index's time: git trusts an entry's stat data only when
+		// the file is older than the index, and a copy made now would make an edit of
+		// the same size in the second of the checkout look unchanged.
+		fi, err := os.Stat(real)
+		if err != nil {
+			return "", err
+		}
+		if err := os.Chtimes(idx.Name(), fi.ModTime(), fi.ModTime()); err != nil {
+			return "", err
+		}
 	} else {
 		os.Remove(idx.Name())
 	}

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeSource serves module directories from a map.
@@ -402,6 +403,46 @@ func TestSaveAfterAHeaderEdit(t *testing.T) {
 	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 46", 1)})
 	if _, err := f.tree.Save(""); err == nil || !strings.Contains(err.Error(), "changed in the repository") {
 		t.Errorf("saving over a group whose files changed: %v", err)
+	}
+}
+
+// An edit that keeps a file's size and stat times, as one made in the second of the
+// checkout does, is saved: git tells such a file from an unchanged one only by the
+// index's own time, which the save's copy of the index must keep. Before, the copy
+// had the time it was made, git trusted the stale stat data and the edit was left
+// unsaved (TestSaveAfterAHeaderEdit failed that way in a fresh clone).
+func TestSaveFindsAnEditWithTheStatDataOfTheCheckout(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	g := f.tree.git()
+	// ctime cannot be set; git ignores it here as it does where core.trustctime is off.
+	if _, err := g.run("config", "core.trustctime", "false"); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(f.tree.Dir(), "pkg/a/a.go")
+	index := filepath.Join(f.tree.Dir(), ".git", "index")
+	checkout := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(file, checkout, checkout); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.run("update-index", "--refresh"); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, f.tree.Dir(), map[string]string{"pkg/a/a.go": strings.Replace(upstreamGo, "return 42", "return 44", 1)})
+	for _, p := range []string{file, index} {
+		if err := os.Chtimes(p, checkout, checkout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved, err := f.tree.Save("")
+	if err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	if strings.Join(saved, ",") != "20-second" {
+		t.Errorf("saved into %v, want 20-second", saved)
+	}
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/upstream.patch")); !strings.Contains(got, "+\treturn 44") {
+		t.Errorf("the edit was not saved:\n%s", got)
 	}
 }
 
