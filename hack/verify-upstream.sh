@@ -101,15 +101,23 @@ etcd_for() {
 
 # offline_tools DIR: the tools upstream's scripts install with `go install PKG@VERSION`
 # load the module's version list to look for a deprecation, which the Go module proxy
-# here refuses for some of them (403); the module cache, as a file proxy in front of
-# the real one, serves the list of what it holds. Each such tool is fetched first.
+# here refuses for some of them (403). Each such tool is fetched first, and two file
+# proxies go in front of the real one: $WORK/goproxy serves, for a module whose list
+# the cache does not hold (the proxy refused it), the list of the versions the cache
+# holds; the module cache serves the rest.
 offline_tools() {
-  local dir=$1 m cache proxy
-  cache=$(go env GOMODCACHE) proxy=$(go env GOPROXY)
-  export GOPROXY="file://$cache/cache/download,$proxy"
+  local dir=$1 m mod cache lists=$WORK/goproxy
+  cache=$(go env GOMODCACHE)/cache/download
+  [[ ${GOPROXY:-} == "file://$lists,"* ]] || export GOPROXY="file://$lists,file://$cache,$(go env GOPROXY)"
   for m in $(grep -rhoE 'go install "?[a-z0-9.-]+\.[a-z]+/[^ "@]+@v[0-9][^ "]*' "$dir" --include='verify-*.sh' | sed 's/^go install "\?//' | sort -u); do
     (cd "$WORK" && GOWORK=off GOFLAGS=-mod=mod go mod download "${m%%@*}@${m#*@}" 2>/dev/null) ||
       (cd "$WORK" && GOWORK=off go mod download "$(dirname "${m%%@*}")@${m#*@}" 2>/dev/null) || true
+    mod=${m%%@*}
+    while [ "$mod" != . ] && [ ! -d "$cache/$mod/@v" ]; do mod=$(dirname "$mod"); done
+    if [ "$mod" != . ] && [ ! -s "$cache/$mod/@v/list" ]; then
+      mkdir -p "$lists/$mod/@v"
+      ls "$cache/$mod/@v" | sed -n 's/\.info$//p' >"$lists/$mod/@v/list"
+    fi
   done
 }
 
