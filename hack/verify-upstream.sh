@@ -99,6 +99,23 @@ etcd_for() {
   export PATH=$bin:$PATH
 }
 
+# installed_tools DIR: PKG@VERSION of each `go install PKG@VERSION` in DIR's verify
+# scripts, the version written out or in a variable the script sets
+# (`TOOL_VERSION=v1.4.0` ... `go install "sigs.k8s.io/mdtoc@${TOOL_VERSION}"`).
+installed_tools() {
+  local f m v name
+  for f in $(grep -rlE 'go install' "$1" --include='verify-*.sh'); do
+    for m in $(grep -oE 'go install "?[a-z0-9.-]+\.[a-z]+/[^ "@]+@[^ "]+' "$f" | sed 's/^go install "\?//'); do
+      v=${m#*@}
+      if [[ $v == \$* ]]; then
+        name=${v#\$} name=${name#\{} name=${name%\}}
+        v=$(sed -n "s/^ *${name}=\"\?\(v[0-9][^\" ]*\)\"\?.*/\1/p" "$f" | head -n 1)
+      fi
+      [[ $v == v[0-9]* ]] && echo "${m%%@*}@$v"
+    done
+  done | sort -u
+}
+
 # offline_tools DIR: the tools upstream's scripts install with `go install PKG@VERSION`
 # load the module's version list to look for a deprecation, which the Go module proxy
 # here refuses for some of them (403). Each such tool is fetched first, and two file
@@ -109,7 +126,7 @@ offline_tools() {
   local dir=$1 m mod cache lists=$WORK/goproxy
   cache=$(go env GOMODCACHE)/cache/download
   [[ ${GOPROXY:-} == "file://$lists,"* ]] || export GOPROXY="file://$lists,file://$cache,$(go env GOPROXY)"
-  for m in $(grep -rhoE 'go install "?[a-z0-9.-]+\.[a-z]+/[^ "@]+@v[0-9][^ "]*' "$dir" --include='verify-*.sh' | sed 's/^go install "\?//' | sort -u); do
+  for m in $(installed_tools "$dir"); do
     (cd "$WORK" && GOWORK=off GOFLAGS=-mod=mod go mod download "${m%%@*}@${m#*@}" 2>/dev/null) ||
       (cd "$WORK" && GOWORK=off go mod download "$(dirname "${m%%@*}")@${m#*@}" 2>/dev/null) || true
     mod=${m%%@*}
