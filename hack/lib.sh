@@ -89,8 +89,19 @@ gotest() {
   shift 2
   while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
   shift
-  (cd "$dir" && go test "${flags[@]}" "$@") >"$out" 2>&1 || : # the summary tells
+  (cd "$dir" && gojson "$out" go test "${flags[@]}" "$@") || : # the summary tells
   "$SUMMARY" rerun -C "$dir" "$out" -- go test "${flags[@]}"
+}
+
+# gojson OUT.json CMD...: runs CMD, a go test -json, into OUT.json and its exit
+# status into OUT.exit, which the summary reads: a go command that failed before
+# printing any event (a bad flag, overlay or module) fails the step.
+gojson() {
+  local out=$1 status=0
+  shift
+  "$@" >"$out" 2>&1 || status=$?
+  echo "$status" >"${out%.json}.exit"
+  return "$status"
 }
 
 # fuzz_iters_overlay TREE TMPDIR PKGS...: prints go test -overlay entries that give
@@ -113,6 +124,28 @@ fuzz_iters_overlay() {
       printf '%s"%s/zz_series_fuzz_iters_test.go":"%s"' "$sep" "$dir" "$tmp/fuzz-iters-$i.go"
       sep=,
     done
+}
+
+# thp_always FILE: transparent huge pages "always" in FILE (the kernel's setting,
+# /sys/kernel/mm/transparent_hugepage/enabled) for as long as this shell lives, and
+# the old value back once it is gone, however it ends (kill -9 included): a watcher
+# in a session of its own, which the run's process group and its traps do not
+# reach, waits for the shell. Nothing happens where FILE is not writable or already
+# says always.
+thp_always() {
+  local file=$1 was
+  { [ -w "$file" ] && ! grep -q '\[always\]' "$file"; } || return 0
+  was=$(sed 's/.*\[\(.*\)\].*/\1/' "$file")
+  echo always 2>/dev/null >"$file" || return 0
+  echo "transparent huge pages: always for this run (was $was)"
+  setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; echo "$2" >"$3"' thp-restore "$$" "$was" "$file" \
+    </dev/null >/dev/null 2>&1 &
+  local watcher=$!
+  disown
+  # Until it has left this process group, killing the group would take it along.
+  while kill -0 "$watcher" 2>/dev/null && [ "$(ps -o sid= -p "$watcher" | tr -d ' ')" != "$watcher" ]; do
+    sleep 0.1
+  done
 }
 
 # check NAME CMD...: runs one check, prints its verdict (and its output when it

@@ -19,7 +19,7 @@
 # Kubernetes ones again with the series' feature gates on, the integration tests the
 # features add (against an etcd of their own), the cluster smoke and the VPA's end-to-end
 # test on a two-node local cluster. Ends with
-# "N passed, N failed".
+# "N passed, N failed"; a step of hack/test-steps.txt that wrote no results fails it.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -27,22 +27,13 @@ tools || exit 1
 rm -rf "$TESTOUT" && mkdir -p "$TESTOUT"
 start=$SECONDS
 
-# Transparent huge pages "always" for this run (as root; put back when it ends): the
-# run's time is the compiler's and the race runtime's, which fault their memory in page
-# by page, and with THP a cold compile ran a quarter faster here (docs/testing.md).
-THP=/sys/kernel/mm/transparent_hugepage/enabled
-thp_was=
-if [ -w "$THP" ] && ! grep -q '\[always\]' "$THP"; then
-  thp_was=$(sed 's/.*\[\(.*\)\].*/\1/' "$THP")
-  if echo always 2>/dev/null >"$THP"; then
-    echo "transparent huge pages: always for this run (was $thp_was)"
-  else
-    thp_was=
-  fi
-fi
-restore_thp() { [ -z "$thp_was" ] || echo "$thp_was" >"$THP"; }
-# Nothing a run changes outlives it: the THP setting, the integration tests' etcd,
-# the background jobs (when the run is cut short).
+# Transparent huge pages "always" for this run (as root; put back when it ends, also
+# when it is killed): the run's time is the compiler's and the race runtime's, which
+# fault their memory in page by page, and with THP a cold compile ran a quarter
+# faster here (docs/testing.md).
+thp_always /sys/kernel/mm/transparent_hugepage/enabled
+# Nothing a run changes outlives it: the integration tests' etcd, the background
+# jobs (when the run is cut short).
 on_exit() {
   local pid
   for pid in $(jobs -p); do
@@ -50,7 +41,6 @@ on_exit() {
     kill "$pid" 2>/dev/null
   done
   [ -z "${ETCD_PID:-}" ] || stop_etcd
-  restore_thp
 }
 trap on_exit EXIT
 
@@ -116,7 +106,7 @@ echo "== unit tests: this project's tools (race)"
 # Never rerun (the flake rule is for upstream tests); vetted by verify. The images'
 # tests read busybox and Debian's package lists, which the package step provides.
 wait_packages
-go test "${TEST_BUILD_FLAGS[@]}" -json -vet=off ./hack/... >"$TESTOUT/hack.json" 2>&1
+gojson "$TESTOUT/hack.json" go test "${TEST_BUILD_FLAGS[@]}" -json -vet=off ./hack/...
 "$SUMMARY" "$TESTOUT/hack.json" | tail -n 1
 
 # unit_tests UPSTREAM MODULE_DIR: the series' packages in one tree, but those under
@@ -230,7 +220,7 @@ integration_tests kubernetes "$OUT/kubernetes"
 echo "== local cluster smoke (build, up, one pod from the local registry, down)"
 if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh --test-flags &&
   go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
-  go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run TestSmoke ./hack/internal/cluster >"$TESTOUT/smoke.json" 2>&1
+  gojson "$TESTOUT/smoke.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestSmoke$' ./hack/internal/cluster
   "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
 fi
 
@@ -246,4 +236,5 @@ fi
 
 wait "$download_pid" || { echo "go mod download all failed (the steps downloaded what they needed):"; tail -n 5 "$TESTOUT/mod-download.log"; }
 echo "== summary ($((SECONDS - start))s)"
-"$SUMMARY" "$TESTOUT"/*.json
+# Every step of hack/test-steps.txt must have written its results.
+"$SUMMARY" -steps hack/test-steps.txt -dir "$TESTOUT"

@@ -117,7 +117,7 @@ e2e() {
   local run=(go test "${TEST_BUILD_FLAGS[@]}" -tags vpae2e -count=1 -timeout 30m -run '^TestVPANodeScope$' ./hack/internal/cluster)
   go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster
   if [ -n "${1:-}" ]; then
-    "${run[@]}" -json >"$1" 2>&1
+    gojson "$1" "${run[@]}" -json
   else
     "${run[@]}" -v
   fi

@@ -18,9 +18,14 @@ limitations under the License.
 // prints every failed test and a last line "N passed, N failed[, N skipped]". It exits
 // 1 when anything failed, including a package that failed to build. A stream's
 // reruns (see rerun.go) are read with it: a test that passed on its rerun is listed
-// as flaky, right above the last line, and not counted as failed.
+// as flaky, right above the last line, and not counted as failed. A stream whose go
+// test exited non-zero (its exit status in FILE.exit, beside it) without a failing
+// test or package failed too: the go command stopped before any test (a bad flag,
+// overlay or module), and its error is shown.
 //
-//	testsummary FILE...                     summarize
+//	testsummary [-steps MANIFEST -dir DIR] FILE...  summarize; with -steps, every *.json
+//	                                        of DIR, and each step of MANIFEST (steps.go)
+//	                                        that wrote no results is a failure
 //	testsummary record PKG NAME pass|fail   turn a check's output (stdin) into test events
 //	testsummary rerun -C DIR FILE -- GO TEST...  the flake rule: rerun FILE's failed upstream tests on their own
 //	testsummary junit FILE                  summarize a JUnit report (ginkgo's), not counting specs it skipped
@@ -31,11 +36,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -53,8 +61,12 @@ type counts struct {
 	flaky                   []string
 }
 
-// readEvents reads a go test -json stream, leaving out lines that are not events
-// (build output and the like).
+// actionStray marks a line of a stream that is not an event: what the go command
+// printed itself (its errors, build output). Only a failed stream shows them.
+const actionStray = "stray"
+
+// readEvents reads a go test -json stream; a line that is not an event becomes an
+// event of actionStray.
 func readEvents(r io.Reader) ([]event, error) {
 	var events []event
 	sc := bufio.NewScanner(r)
@@ -62,6 +74,9 @@ func readEvents(r io.Reader) ([]event, error) {
 	for sc.Scan() {
 		var e event
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Action == "" {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				events = append(events, event{Action: actionStray, Output: line + "\n"})
+			}
 			continue
 		}
 		events = append(events, e)
@@ -92,6 +107,9 @@ func (c *counts) readFile(name string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkExit(name, events); err != nil {
+		return err
+	}
 	reruns, err := readEventsFile(rerunName(name))
 	switch {
 	case err == nil:
@@ -100,6 +118,43 @@ func (c *counts) readFile(name string) error {
 		return err
 	}
 	c.add(events)
+	return nil
+}
+
+// exitName is where a step writes the exit status of the go test that wrote name.
+func exitName(name string) string {
+	return strings.TrimSuffix(name, ".json") + ".exit"
+}
+
+// checkExit counts a failure when the go test that wrote events exited non-zero
+// and the stream holds no failed test or package to say why: the go command
+// failed before running anything, and printed its error instead of events.
+func (c *counts) checkExit(name string, events []event) error {
+	b, err := os.ReadFile(exitName(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	status, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("%s: not an exit status: %q", exitName(name), b)
+	}
+	if status == 0 {
+		return nil
+	}
+	var stray strings.Builder
+	for _, e := range events {
+		if e.Action == "fail" {
+			return nil
+		}
+		if e.Action == actionStray && stray.Len() < 8192 {
+			stray.WriteString(e.Output)
+		}
+	}
+	c.failed++
+	c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s: go test exited %d without a failed test or package:\n%s", name, status, stray.String()))
 	return nil
 }
 
@@ -279,22 +334,53 @@ func main() {
 		}
 		return
 	}
+	if err := summarize(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+}
+
+// summarize reads the streams args name (standard input when none), and with
+// -steps every stream of -dir and the manifest's checks, and prints the summary.
+func summarize(args []string) error {
+	flags := flag.NewFlagSet("testsummary", flag.ContinueOnError)
+	manifest := flags.String("steps", "", "the steps' manifest: each step's result file must hold results")
+	dir := flags.String("dir", "", "with -steps: the directory of the result files, all of whose *.json are read")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
 	var c counts
-	if len(os.Args) == 1 {
+	files := flags.Args()
+	var steps []step
+	if *manifest != "" {
+		if *dir == "" {
+			return errors.New("-steps needs -dir")
+		}
+		var err error
+		if steps, err = readManifest(*manifest); err != nil {
+			return err
+		}
+		all, err := filepath.Glob(filepath.Join(*dir, "*.json"))
+		if err != nil {
+			return err
+		}
+		files = append(files, all...)
+	} else if len(files) == 0 {
 		if err := c.read(os.Stdin); err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", err)
-			os.Exit(2)
+			return err
 		}
 	}
-	files := os.Args[1:]
 	sort.Strings(files)
 	for _, name := range files {
 		if err := c.readFile(name); err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", name+":", err)
-			os.Exit(2)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	if err := c.checkSteps(steps, *dir, os.Getenv("CI") == "true"); err != nil {
+		return err
+	}
 	c.print()
+	return nil
 }
 
 // print writes the failures and the summary line, and exits 1 when anything failed.

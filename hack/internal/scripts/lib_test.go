@@ -1,0 +1,112 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package scripts
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var lib, _ = filepath.Abs("../../lib.sh")
+
+// contents polls file until it holds want; the timeout only keeps a broken
+// watcher from hanging the test.
+func waitForContents(t *testing.T, file, want string) {
+	t.Helper()
+	var got []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		var err error
+		got, err = os.ReadFile(file)
+		return strings.TrimSpace(string(got)) == want, err
+	})
+	if err != nil {
+		t.Fatalf("%s holds %q, want %q: %v", file, got, want, err)
+	}
+}
+
+// TestTHPIsPutBackWhenTheRunIsKilled kills the shell that set transparent huge
+// pages to always with SIGKILL, which runs no trap: the old value comes back.
+func TestTHPIsPutBackWhenTheRunIsKilled(t *testing.T) {
+	thp := filepath.Join(t.TempDir(), "enabled")
+	if err := os.WriteFile(thp, []byte("always [madvise] never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", `source "$1" && thp_always "$2" && echo set && exec sleep 600`, "-", lib, thp)
+	// Its own process group, as make test's: the kill below reaches the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	var said []string
+	for lines.Scan() && lines.Text() != "set" {
+		said = append(said, lines.Text())
+	}
+	if len(said) != 1 || said[0] != "transparent huge pages: always for this run (was madvise)" {
+		t.Errorf("it said %q", said)
+	}
+	waitForContents(t, thp, "always")
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitForContents(t, thp, "madvise")
+}
+
+func TestTHPAlreadyAlwaysIsLeftAlone(t *testing.T) {
+	thp := filepath.Join(t.TempDir(), "enabled")
+	if err := os.WriteFile(thp, []byte("[always] madvise never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", "-c", `source "$1" && thp_always "$2"`, "-", lib, thp).CombinedOutput()
+	if err != nil || len(out) != 0 {
+		t.Fatalf("got %q, %v; want nothing said or done", out, err)
+	}
+	if b, _ := os.ReadFile(thp); string(b) != "[always] madvise never\n" {
+		t.Errorf("the setting changed to %q", b)
+	}
+}
+
+// TestGoJSONRecordsTheExitStatus: the summary tells a go command that failed
+// before printing any event by the status gojson writes beside the stream.
+func TestGoJSONRecordsTheExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	for status, cmd := range map[string]string{"0": "true", "2": "exit 2"} {
+		stream := filepath.Join(dir, "step"+status+".json")
+		err := exec.Command("bash", "-c", `source "$1" && gojson "$2" bash -c "$3"`, "-", lib, stream, cmd).Run()
+		if (err == nil) != (status == "0") {
+			t.Errorf("%s: gojson returned %v", cmd, err)
+		}
+		b, err := os.ReadFile(strings.TrimSuffix(stream, ".json") + ".exit")
+		if err != nil || strings.TrimSpace(string(b)) != status {
+			t.Errorf("%s: exit file %q, %v; want %s", cmd, b, err, status)
+		}
+	}
+}
