@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 tree=$1 json=$2
 shift 2
 
-gates=$(sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' "$ROOT"/patches/kubernetes/*/upstream.patch | sort -u | paste -sd, -)
+gates=$(series_gates kubernetes)
 [ -n "$gates" ] || { echo "the series adds no feature gates" >&2; exit 1; }
 echo "gates on: $gates"
 

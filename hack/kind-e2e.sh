@@ -17,21 +17,36 @@
 # make kind-e2e: upstream's e2e.test on the fork's kind cluster (make kind-up first, or
 # this brings it up), run the way kind's own CI runs it (kind's hack/ci/e2e-k8s.sh,
 # run_tests): the tree's hack/ginkgo-e2e.sh with --provider=skeleton and the
-# containerd variables, [Serial] skipped when PARALLEL=true. The images the specs
-# use are built here and loaded into the nodes under their upstream names
-# (cluster kind-e2e-images); the image pull gate's specs pull from a slow registry
-# the nodes reach (cluster kind-slow-registry). FOCUS defaults to this project's specs and the upstream
-# smoke subset of make e2e (hack/e2e-smoke.txt); SUITE=conformance asks for
-# Conformance, SUITE=series for the upstream specs of the areas the series changes
-# (hack/kind-e2e-series.txt), FOCUS for any regular expression. Every spec skipped on purpose is in hack/kind-e2e-skip.txt with its
-# reason. docs/kind.md.
+# containerd variables, [Serial] skipped when PARALLEL=true. The number of nodes is
+# left to e2e.test, which counts the schedulable ones (kind's script passes its
+# worker count, the same number). The images the specs use are built here and
+# loaded into the nodes under their upstream names (cluster kind-e2e-images); the
+# image pull gate's specs pull from a slow registry the nodes reach (cluster
+# kind-slow-registry). FOCUS defaults to this project's specs and the upstream smoke
+# subset of make e2e (hack/e2e-smoke.txt); SUITE=conformance asks for Conformance in
+# two passes, as kind's CI runs it: the parallel one ([Serial] skipped) and the
+# serial one ([Serial].*[Conformance]); SUITE=series for the upstream specs of the
+# areas the series changes (hack/kind-e2e-series.txt) and the series' own; FOCUS for
+# any regular expression (with SUITE=conformance, of the parallel pass; SERIAL_FOCUS
+# of the serial one). SKIP defaults to what kind's CI skips: nothing for
+# Conformance, [Disruptive] and [Flaky] otherwise; the caller may set it (also to
+# ""). Every spec skipped because this machine cannot run it is in
+# hack/kind-e2e-skip.txt with its reason, and skipped whatever SKIP says.
+# docs/kind.md.
+#
+# The exit status: a side fails when its suite did not run (no report) or a spec
+# failed that hack/kind-e2e-blocked.txt does not list (specs the environment keeps
+# from passing on either side, each with its reason).
 #
 # Parity: the same run on upstream's release with no group applied (PRISTINE=1 in
 # lib.sh: its own tree, binaries, node image, e2e.test and kind cluster, which is
 # deleted after the run unless it was up before), then testsummary parity compares
-# the two reports spec by spec and fails when the fork fails a spec that pristine
-# passes. SIDES chooses the sides (default "fork pristine"; SIDES=fork runs only the
-# fork's, without the comparison).
+# the two reports spec by spec and fails on a regression (pristine passes, the fork
+# does not) and on every failed spec the block list does not name, on either side.
+# SIDES chooses the sides (default "fork pristine"; SIDES=fork runs only the fork's,
+# without the comparison). A cluster kept from an earlier run is created again when
+# its nodes are not of the node image being tested or not the topology asked for
+# (HA, WORKERS), so that both sides run the same e2e.test against the same shape.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -41,26 +56,34 @@ if [ "$(id -u)" != 0 ]; then
 fi
 tools
 report=$OUT/kind-e2e
+blocked=hack/kind-e2e-blocked.txt
+
+# The passes of the suite: each is one ginkgo run, its report in a folder of its own.
+case ${SUITE:-project} in
+  conformance) passes=(parallel serial) ;;
+  project | series) passes=(run) ;;
+  *) echo "error: SUITE=$SUITE: a suite is project, conformance or series" >&2; exit 2 ;;
+esac
 
 if [ "${1:-}" != --side ]; then
   sides=${SIDES:-fork pristine}
-  rc=0
   for side in $sides; do
     case $side in
-      fork) PRISTINE= "$0" --side || rc=$? ;;
-      pristine) PRISTINE=1 "$0" --side || rc=$? ;;
+      fork | pristine) rm -rf "${report:?}/$side" ;; # no report of an earlier run is read
       *) echo "error: SIDES=$sides: a side is fork or pristine" >&2; exit 2 ;;
     esac
   done
-  if [ -f "$report/fork/junit_01.xml" ] && [ -f "$report/pristine/junit_01.xml" ] && [[ $sides == *fork* && $sides == *pristine* ]]; then
-    echo "== make kind-e2e: pristine upstream and the fork, spec by spec"
-    "$SUMMARY" parity "$report/pristine/junit_01.xml" "$report/fork/junit_01.xml"
-    exit $?
-  fi
-  exit $rc
+  for side in $sides; do
+    PRISTINE=$([ "$side" = pristine ] && echo 1 || true) "$0" --side || true # the reports tell
+  done
+  echo "== make kind-e2e: $sides, SUITE=${SUITE:-project} (${passes[*]})"
+  exec "$SUMMARY" kind-e2e -dir "$report" -sides "$sides" -passes "${passes[*]}" -blocked "$blocked"
 fi
 
-# One side: its cluster, its e2e.test, its report in _output/kind-e2e/SIDE.
+# One side: its cluster, its e2e.test, its reports in _output/kind-e2e/SIDE/PASS.
+out=$report/$SIDE
+rm -rf "$out"
+mkdir -p "$out"
 name=kube-carry${PRISTINE:+-pristine}
 existed=false
 if DOCKER_HOST=unix://$OUT/kind/docker.sock go tool kind get clusters 2>/dev/null | grep -qx "$name"; then
@@ -73,9 +96,6 @@ WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 version=$(cat "$SIDE_BIN/VERSION")
 "$OUT/tools/cluster" kind-e2e-images "${SIDE_FLAGS[@]}"
 
-out=$report/$SIDE
-rm -rf "$out"
-mkdir -p "$out"
 # The image pull gate's specs pull from a slow registry on the kind network's
 # gateway (cluster kind-slow-registry), served for the run's length.
 "$OUT/tools/cluster" kind-slow-registry "${SIDE_FLAGS[@]}" >"$out/slow-registry.log" 2>&1 &
@@ -97,39 +117,51 @@ if [ -z "$KUBE_TEST_SLOW_REGISTRY" ]; then
   exit 1
 fi
 
-# SUITE names a focus: project (this project's specs and the smoke subset),
-# conformance, or series (hack/kind-e2e-series.txt); FOCUS overrides it.
-case ${SUITE:-project} in
-  project) suite_focus=$(e2e_focus) ;;
-  conformance) suite_focus='\[Conformance\]' ;;
-  series) suite_focus=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-series.txt | paste -sd'|') ;;
-  *) echo "error: SUITE=$SUITE: a suite is project, conformance or series" >&2; exit 2 ;;
-esac
-FOCUS=${FOCUS:-$suite_focus}
 # hack/kind-e2e-skip.txt: one regular expression a line, then " # " and the reason.
 listed=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-skip.txt | paste -sd'|')
-SKIP='\[Disruptive\]|\[Flaky\]'${listed:+"|$listed"}
-if [ "${PARALLEL:-false}" = true ]; then
-  export GINKGO_PARALLEL=y
-  SKIP="\\[Serial\\]|$SKIP"
-fi
-export KUBECONFIG=$SIDE_KIND/kubeconfig
-nodes=$("$SIDE_BIN/kubectl" get nodes --no-headers | wc -l)
+case ${SUITE:-project} in
+  conformance) default_skip= ;;
+  *) default_skip='\[Disruptive\]|\[Flaky\]' ;;
+esac
+[ "${SKIP+set}" = set ] || SKIP=$default_skip
+SKIP=${SKIP:+$SKIP|}$listed
 
+export KUBECONFIG=$SIDE_KIND/kubeconfig
 export KUBERNETES_CONFORMANCE_TEST=y
 export KUBE_CONTAINER_RUNTIME=remote
 export KUBE_CONTAINER_RUNTIME_ENDPOINT=unix:///run/containerd/containerd.sock
 export KUBE_CONTAINER_RUNTIME_NAME=containerd
 export GINKGO_NO_COLOR=y
-set +e
-(cd "$SIDE_TREE" && ./hack/ginkgo-e2e.sh --provider=skeleton "--num-nodes=$((nodes - 1))" \
-  "--ginkgo.focus=$FOCUS" "--ginkgo.skip=$SKIP" \
-  "--report-dir=$out" --disable-log-dump=true)
-rc=$?
-set -e
+
+# run_pass PASS FOCUS SKIP PARALLEL: one ginkgo run into $out/PASS.
+run_pass() {
+  local pass=$1 focus=$2 skip=$3 parallel=$4 rc=0
+  mkdir -p "$out/$pass"
+  if [ "$parallel" = true ]; then
+    skip="\\[Serial\\]${skip:+|$skip}"
+  fi
+  echo "== make kind-e2e: the $pass pass on $SIDE ($version)"
+  (cd "$SIDE_TREE" && GINKGO_PARALLEL=$([ "$parallel" = true ] && echo y || echo n) ./hack/ginkgo-e2e.sh --provider=skeleton \
+    "--ginkgo.focus=$focus" "--ginkgo.skip=$skip" \
+    "--report-dir=$out/$pass" --disable-log-dump=true) || rc=$?
+  "$SUMMARY" junit -blocked "$ROOT/hack/kind-e2e-blocked.txt" "$out/$pass"/junit_01.xml || true
+  return $rc
+}
+
+rc=0
+case ${SUITE:-project} in
+  conformance)
+    # As kind's CI: the parallel pass skips [Serial], the serial pass runs only those.
+    run_pass parallel "${FOCUS:-\\[Conformance\\]}" "$SKIP" true || rc=$?
+    run_pass serial "${SERIAL_FOCUS:-\\[Serial\\].*\\[Conformance\\]}" "$SKIP" false || rc=$?
+    ;;
+  project) run_pass run "${FOCUS:-$(e2e_focus)}" "$SKIP" "${PARALLEL:-false}" || rc=$? ;;
+  series)
+    focus=$(sed -e '/^#/d' -e '/^$/d' -e 's/ # .*//' hack/kind-e2e-series.txt | paste -sd'|')
+    run_pass run "${FOCUS:-$focus|$(series_specs)}" "$SKIP" "${PARALLEL:-false}" || rc=$?
+    ;;
+esac
 if [ "$SIDE" = pristine ] && [ "$existed" = false ]; then
   "$OUT/tools/cluster" kind-delete "${SIDE_FLAGS[@]}"
 fi
-echo "== make kind-e2e: the selected specs on $SIDE ($version)"
-"$SUMMARY" junit "$out"/junit_01.xml || true
 exit $rc

@@ -64,12 +64,24 @@ tools() {
   (cd "$ROOT" && go build -o "$SERIES" ./hack/cmd/series && go build -o "$SUMMARY" ./hack/cmd/testsummary)
 }
 
-# The default focus of make e2e and make kind-e2e: this project's own e2e specs (its
-# features' labels) and the upstream smoke subset of hack/e2e-smoke.txt.
+# series_gates UPSTREAM: the feature gates the series adds to UPSTREAM (kubernetes,
+# autoscaler) as NAME=true,... : the one list (series gates, read from the groups'
+# patches) that the unit tests' gates-on passes, the clusters and the e2e targets use.
+series_gates() {
+  "$SERIES" gates "$1" | sed 's/$/=true/' | paste -sd, -
+}
+
+# series_specs: this project's own e2e specs, by their features' labels.
+series_specs() {
+  echo "\\[Feature:($("$SERIES" gates kubernetes | paste -sd'|' -))\\]"
+}
+
+# The default focus of make e2e and make kind-e2e: this project's own e2e specs and
+# the upstream smoke subset of hack/e2e-smoke.txt.
 e2e_focus() {
   local smoke
   smoke=$(grep -v '^#' "$ROOT/hack/e2e-smoke.txt" | grep -v '^$' | paste -sd'|')
-  echo '\[Feature:(KubeletImagePullGate|BalloonPod|FeatureLifecycle)\]|'"$smoke"
+  echo "$(series_specs)|$smoke"
 }
 
 # The build flags of every compile make test does, in the trees and in hack/: go vet,

@@ -138,9 +138,7 @@ apiserver_test() {
 }
 
 # gates: the VPA feature gates the series adds, as NAME=true,...
-gates() {
-  sed -n 's/^+\t[A-Za-z]* featuregate\.Feature = "\([A-Za-z]*\)"$/\1=true/p' patches/autoscaler/*/upstream.patch | sort -u | paste -sd, -
-}
+gates() { series_gates autoscaler; }
 
 gates_off() {
   local dest=${1:-$TESTOUT} pkgs

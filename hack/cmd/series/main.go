@@ -24,6 +24,7 @@ limitations under the License.
 //	series roundtrip            prove the export applies to pristine upstream and gives the tree
 //	series check                pins, overlay claims and gofmt of the overlay
 //	series version              the version string of the kubernetes build
+//	series gates UPSTREAM       the feature gates the series adds, one a line
 //	series pin -k8s V [-vpa V]  move the pins to another upstream release
 package main
 
@@ -50,6 +51,7 @@ commands:
   check                    check pins, overlay claims and the gofmt of overlay files
   touched UPSTREAM         list the Go packages the series changes
   version                  print the kubernetes version string (v1.X.Y-carry.N+COMMIT)
+  gates UPSTREAM           list the feature gates the series adds to UPSTREAM, one a line
   pin -k8s V [-vpa V]      pin another upstream release in go.mod and go.sum
 `
 
@@ -288,6 +290,20 @@ func run(root, cmd string, args []string) error {
 		}
 		for _, d := range dirs {
 			fmt.Println(d)
+		}
+		return nil
+
+	case "gates":
+		ts, err := trees(args)
+		if err != nil || len(ts) != 1 {
+			return fmt.Errorf("name one upstream: series gates kubernetes|autoscaler")
+		}
+		gates, err := repo.Gates(ts[0].Up)
+		if err != nil {
+			return err
+		}
+		for _, g := range gates {
+			fmt.Println(g)
 		}
 		return nil
 

@@ -17,11 +17,14 @@ limitations under the License.
 package main
 
 import (
+	"bufio"
 	"encoding/xml"
 	"fmt"
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -77,9 +80,10 @@ func readJUnit(r io.Reader) ([]junitCase, error) {
 }
 
 // junitCounts reads a JUnit XML report of ginkgo: specs ("[It] ...") that passed,
-// and anything that failed, suite setup included. Specs that were not selected
-// (skipped) are left out, since a focused e2e run skips thousands.
-func junitCounts(r io.Reader) (counts, error) {
+// and anything that failed, suite setup included, but for the specs blocked lists
+// (counted apart). Specs that were not selected (skipped) are left out, since a
+// focused e2e run skips thousands.
+func junitCounts(r io.Reader, blocked blockList) (counts, error) {
 	var c counts
 	cases, err := readJUnit(r)
 	if err != nil {
@@ -88,6 +92,10 @@ func junitCounts(r io.Reader) (counts, error) {
 	for _, tc := range cases {
 		switch {
 		case tc.result == specFailed:
+			if reason, ok := blocked.reason(tc.name); ok {
+				c.blocked = append(c.blocked, fmt.Sprintf("--- BLOCKED: %s\n    by the environment: %s\n", tc.name, reason))
+				continue
+			}
 			c.failed++
 			c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s\n%s\n", tc.name, tc.message))
 		case tc.result == specPassed && strings.HasPrefix(tc.name, "[It] "):
@@ -95,6 +103,61 @@ func junitCounts(r io.Reader) (counts, error) {
 		}
 	}
 	return c, nil
+}
+
+// blockList is the list of the e2e specs the environment keeps from passing on
+// either side (hack/kind-e2e-blocked.txt): one regular expression a line, matched
+// against ginkgo's full spec name as the skip list is, then " # " and why. A spec
+// it matches may fail without failing the run; every other failure fails it.
+type blockList []blocked
+
+type blocked struct {
+	spec   *regexp.Regexp
+	reason string
+}
+
+func readBlockList(name string) (blockList, error) {
+	if name == "" {
+		return nil, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var list blockList
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		expr, reason, ok := strings.Cut(line, " # ")
+		if !ok || strings.TrimSpace(reason) == "" {
+			return nil, fmt.Errorf("%s:%d: want a regular expression, \" # \" and the reason", name, n)
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+		list = append(list, blocked{spec: re, reason: strings.TrimSpace(reason)})
+	}
+	return list, sc.Err()
+}
+
+// reason returns why the spec named so in a report is blocked, if it is. Suite
+// setup and teardown never are.
+func (l blockList) reason(name string) (string, bool) {
+	spec, ok := strings.CutPrefix(name, "[It] ")
+	if !ok {
+		return "", false
+	}
+	for _, b := range l {
+		if b.spec.MatchString(spec) {
+			return b.reason, true
+		}
+	}
+	return "", false
 }
 
 // specResults maps each spec and each failed setup of a report to its result.
@@ -113,9 +176,12 @@ func specResults(r io.Reader) (map[string]string, error) {
 }
 
 // parity writes the counts of two runs of the same suite side by side, pristine
-// upstream's and the fork's, then every spec whose results differ, and returns how
-// many specs pristine passed and the fork did not: the regressions.
-func parity(w io.Writer, pristine, fork map[string]string) int {
+// upstream's and the fork's, then every spec whose results differ and every failed
+// spec, and returns how many specs fail the run: those pristine passed and the fork
+// did not (the regressions), and those that failed on either side and are not
+// blocked by the environment (a spec only the fork has, say, or one that fails on
+// both sides because both clusters are broken the same way).
+func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) int {
 	count := func(results map[string]string, result string) int {
 		n := 0
 		for _, r := range results {
@@ -142,9 +208,31 @@ func parity(w io.Writer, pristine, fork map[string]string) int {
 		}
 	}
 	slices.Sort(names)
-	regressions, differ := 0, 0
+	regressions, differ, failing, blockedSpecs := 0, 0, 0, 0
+	var failed []string
 	for _, name := range names {
 		p, f := result(pristine, name), result(fork, name)
+		var sides []string
+		if p == specFailed {
+			sides = append(sides, "pristine")
+		}
+		if f == specFailed {
+			sides = append(sides, "fork")
+		}
+		regression := p == specPassed && f != specPassed
+		bad := regression
+		if len(sides) > 0 {
+			if reason, ok := blocked.reason(name); ok && !regression {
+				blockedSpecs++
+				failed = append(failed, fmt.Sprintf("  blocked on %s: %s: %s", strings.Join(sides, " and "), name, reason))
+			} else {
+				bad = true
+				failed = append(failed, fmt.Sprintf("  FAILED on %s: %s", strings.Join(sides, " and "), name))
+			}
+		}
+		if bad {
+			failing++
+		}
 		if p == f {
 			continue
 		}
@@ -153,17 +241,24 @@ func parity(w io.Writer, pristine, fork map[string]string) int {
 		}
 		differ++
 		mark := ""
-		if p == specPassed {
+		if regression {
 			regressions++
 			mark = " REGRESSION"
 		}
 		fmt.Fprintf(w, "  %s -> %s%s: %s\n", p, f, mark, name)
 	}
-	fmt.Fprintf(w, "%d specs differ, %d regressions (passed on pristine, not on the fork)\n", differ, regressions)
-	return regressions
+	if len(failed) > 0 {
+		fmt.Fprintln(w, "specs that failed:")
+		for _, line := range failed {
+			fmt.Fprintln(w, line)
+		}
+	}
+	fmt.Fprintf(w, "%d specs differ, %d regressions (passed on pristine, not on the fork), %d failing the run, %d blocked by the environment\n",
+		differ, regressions, failing, blockedSpecs)
+	return failing
 }
 
-func parityFiles(w io.Writer, pristineFile, forkFile string) (int, error) {
+func parityFiles(w io.Writer, pristineFile, forkFile string, blocked blockList) (int, error) {
 	var sides [2]map[string]string
 	for i, name := range []string{pristineFile, forkFile} {
 		f, err := os.Open(name)
@@ -176,5 +271,50 @@ func parityFiles(w io.Writer, pristineFile, forkFile string) (int, error) {
 			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return parity(w, sides[0], sides[1]), nil
+	return parity(w, sides[0], sides[1], blocked), nil
+}
+
+// e2eRun judges a make kind-e2e run: for each pass, the reports of the sides in
+// dir/SIDE/PASS/junit_01.xml, compared when both sides ran (parity) or summarized
+// (junit). A side without a report did not run its suite, which fails the run as
+// any failing spec does. It reports whether the run failed.
+func e2eRun(w io.Writer, dir string, sides, passes []string, blocked blockList) (bool, error) {
+	failed := false
+	for _, pass := range passes {
+		reports := map[string]string{}
+		for _, side := range sides {
+			report := filepath.Join(dir, side, pass, "junit_01.xml")
+			if _, err := os.Stat(report); err != nil {
+				fmt.Fprintf(w, "FAILED: the %s side wrote no report of its %s pass (%s): its suite did not run\n", side, pass, report)
+				failed = true
+				continue
+			}
+			reports[side] = report
+		}
+		if len(reports) != len(sides) {
+			continue
+		}
+		if len(sides) == 2 {
+			fmt.Fprintf(w, "== the %s pass: %s and %s, spec by spec\n", pass, sides[0], sides[1])
+			failing, err := parityFiles(w, reports["pristine"], reports["fork"], blocked)
+			if err != nil {
+				return true, err
+			}
+			failed = failed || failing > 0
+			continue
+		}
+		fmt.Fprintf(w, "== the %s pass: %s\n", pass, sides[0])
+		f, err := os.Open(reports[sides[0]])
+		if err != nil {
+			return true, err
+		}
+		c, err := junitCounts(f, blocked)
+		f.Close()
+		if err != nil {
+			return true, fmt.Errorf("%s: %w", reports[sides[0]], err)
+		}
+		c.write(w)
+		failed = failed || c.failed > 0
+	}
+	return failed, nil
 }

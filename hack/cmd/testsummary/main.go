@@ -28,8 +28,12 @@ limitations under the License.
 //	                                        that wrote no results is a failure
 //	testsummary record PKG NAME pass|fail   turn a check's output (stdin) into test events
 //	testsummary rerun -C DIR FILE -- GO TEST...  the flake rule: rerun FILE's failed upstream tests on their own
-//	testsummary junit FILE                  summarize a JUnit report (ginkgo's), not counting specs it skipped
-//	testsummary parity PRISTINE FORK        compare two JUnit reports of the same suite spec by spec (junit.go)
+//	testsummary junit [-blocked LIST] FILE  summarize a JUnit report (ginkgo's), not counting specs it skipped;
+//	                                        a failed spec LIST blocks (junit.go) does not fail it
+//	testsummary parity [-blocked LIST] PRISTINE FORK  compare two JUnit reports of the same suite spec by
+//	                                        spec; fails on a regression and on any failed spec LIST does not block
+//	testsummary kind-e2e -dir DIR [-sides S] [-passes P] [-blocked LIST]  judge a make kind-e2e run: every
+//	                                        side wrote each pass's report, and parity (both sides) or junit
 package main
 
 import (
@@ -42,6 +46,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +64,9 @@ type counts struct {
 	passed, failed, skipped int
 	failures                []string
 	flaky                   []string
+	// blocked are the e2e specs that failed where the environment keeps them from
+	// passing (junit): listed, not counted as failed.
+	blocked []string
 }
 
 // actionStray marks a line of a stream that is not an event: what the go command
@@ -286,28 +294,13 @@ func record(w io.Writer, pkg, name, status string, output []byte) error {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "junit" {
-		f, err := os.Open(os.Args[2])
+	if len(os.Args) > 1 && (os.Args[1] == "junit" || os.Args[1] == "parity" || os.Args[1] == "kind-e2e") {
+		failing, err := e2eReports(os.Stdout, os.Args[1], os.Args[2:])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testsummary:", err)
 			os.Exit(2)
 		}
-		c, err := junitCounts(f)
-		f.Close()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", err)
-			os.Exit(2)
-		}
-		c.print()
-		return
-	}
-	if len(os.Args) == 4 && os.Args[1] == "parity" {
-		regressions, err := parityFiles(os.Stdout, os.Args[2], os.Args[3])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", err)
-			os.Exit(2)
-		}
-		if regressions > 0 {
+		if failing {
 			os.Exit(1)
 		}
 		return
@@ -338,6 +331,54 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
 	}
+}
+
+// e2eReports summarizes one JUnit report of ginkgo (junit) or compares two
+// (parity), with -blocked naming the environment's block list; it reports whether
+// the run failed.
+func e2eReports(w io.Writer, cmd string, args []string) (bool, error) {
+	flags := flag.NewFlagSet("testsummary "+cmd, flag.ContinueOnError)
+	blockFile := flags.String("blocked", "", "the specs the environment keeps from passing, with their reasons")
+	dir := flags.String("dir", "", "kind-e2e: the reports' folder, SIDE/PASS/junit_01.xml in it")
+	sides := flags.String("sides", "fork pristine", "kind-e2e: the sides that ran")
+	passes := flags.String("passes", "run", "kind-e2e: the suite's passes")
+	if err := flags.Parse(args); err != nil {
+		return false, err
+	}
+	blocked, err := readBlockList(*blockFile)
+	if err != nil {
+		return false, err
+	}
+	if cmd == "kind-e2e" {
+		s := strings.Fields(*sides)
+		slices.Sort(s) // fork, then pristine
+		if *dir == "" || len(s) == 0 || len(s) > 2 || (len(s) == 2 && (s[0] != "fork" || s[1] != "pristine")) {
+			return false, errors.New("usage: testsummary kind-e2e -dir DIR [-sides 'fork pristine'] [-passes 'parallel serial'] [-blocked FILE]")
+		}
+		return e2eRun(w, *dir, s, strings.Fields(*passes), blocked)
+	}
+	files := flags.Args()
+	if cmd == "parity" {
+		if len(files) != 2 {
+			return false, errors.New("usage: testsummary parity [-blocked FILE] PRISTINE FORK")
+		}
+		failing, err := parityFiles(w, files[0], files[1], blocked)
+		return failing > 0, err
+	}
+	if len(files) != 1 {
+		return false, errors.New("usage: testsummary junit [-blocked FILE] REPORT")
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	c, err := junitCounts(f, blocked)
+	if err != nil {
+		return false, err
+	}
+	c.write(w)
+	return c.failed > 0, nil
 }
 
 // summarize reads the streams args name (standard input when none), and with
@@ -385,21 +426,32 @@ func summarize(args []string) error {
 
 // print writes the failures and the summary line, and exits 1 when anything failed.
 func (c *counts) print() {
+	c.write(os.Stdout)
+	if c.failed > 0 {
+		os.Exit(1)
+	}
+}
+
+// write writes the failures, the flaky and blocked tests, and the summary line.
+func (c *counts) write(w io.Writer) {
 	for _, f := range c.failures {
-		fmt.Print(f)
+		fmt.Fprint(w, f)
 	}
 	for _, f := range c.flaky {
-		fmt.Print(f)
+		fmt.Fprint(w, f)
+	}
+	for _, b := range c.blocked {
+		fmt.Fprint(w, b)
 	}
 	if len(c.flaky) > 0 {
-		fmt.Printf("%d flaky: upstream tests that failed, then passed when rerun on their own (not counted as failed)\n", len(c.flaky))
+		fmt.Fprintf(w, "%d flaky: upstream tests that failed, then passed when rerun on their own (not counted as failed)\n", len(c.flaky))
 	}
 	line := fmt.Sprintf("%d passed, %d failed", c.passed, c.failed)
 	if c.skipped > 0 {
 		line += fmt.Sprintf(", %d skipped", c.skipped)
 	}
-	fmt.Println(line)
-	if c.failed > 0 {
-		os.Exit(1)
+	if len(c.blocked) > 0 {
+		line += fmt.Sprintf(", %d blocked by the environment", len(c.blocked))
 	}
+	fmt.Fprintln(w, line)
 }

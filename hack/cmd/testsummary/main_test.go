@@ -75,7 +75,7 @@ func TestJUnitLeavesUnselectedSpecsOut(t *testing.T) {
 <testcase name="[sig-node] other"><skipped message="skipped"/></testcase>
 <testcase name="[It] [sig-storage] broken"><failure message="timed out">trace</failure></testcase>
 </testsuite></testsuites>`
-	c, err := junitCounts(strings.NewReader(report))
+	c, err := junitCounts(strings.NewReader(report), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
+	"github.com/kube-carry/kube-carry/hack/internal/series"
 )
 
 // Addresses of the cluster's servers: loopback only.
@@ -58,10 +59,19 @@ const (
 	serviceCIDR = "10.96.0.0/24"
 )
 
-// FeatureGates are the gates the cluster turns on in every component, as kind does: a
-// component left with a gate off shows as a dangling use of that Feature
-// (docs/feature-api.md). The features of this project add theirs here.
-var FeatureGates = []string{"BalloonPod=true", "FeatureLifecycle=true", "KubeletImagePullGate=true"}
+// FeatureGates returns the gates the cluster turns on in every component, as kind
+// does: every gate the series adds (series gates), on. A component left with a gate
+// off shows as a dangling use of that Feature (docs/feature-api.md).
+func FeatureGates(root string) ([]string, error) {
+	gates, err := series.Repo{Root: root}.Gates(series.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range gates {
+		gates[i] = g + "=true"
+	}
+	return gates, nil
+}
 
 // RuntimeConfig enables the alpha APIs this project adds.
 var RuntimeConfig = []string{"features.k8s.io/v1alpha1=true"}
@@ -97,7 +107,8 @@ type Cluster struct {
 	// KindWorkers, when more than the config's workers, is how many worker nodes the
 	// kind cluster gets: Conformance needs two schedulable nodes, as kind's CI has.
 	KindWorkers int
-	base        string // the repository root, for relative paths in messages
+	base        string   // the repository root, for relative paths in messages
+	gates       []string // FeatureGates, read by Preflight
 }
 
 // New describes the cluster of a repository checkout.
@@ -172,6 +183,10 @@ func (c *Cluster) Preflight() error {
 	}
 	if c.Nodes < 1 || c.Nodes > 2 {
 		return fmt.Errorf("the local cluster runs 1 or 2 nodes, not %d", c.Nodes)
+	}
+	var err error
+	if c.gates, err = FeatureGates(c.base); err != nil {
+		return fmt.Errorf("reading the series' feature gates: %w", err)
 	}
 	for _, n := range c.nodes() {
 		if len(n.containerdSocket()) > 100 {
@@ -380,7 +395,7 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 				"--proxy-client-cert-file=" + pki("front-proxy/front-proxy-client.crt"), "--proxy-client-key-file=" + pki("front-proxy/front-proxy-client.key"),
 				"--enable-aggregator-routing=true",
 				"--allow-privileged=true", "--endpoint-reconciler-type=none",
-				"--feature-gates=" + strings.Join(FeatureGates, ","),
+				"--feature-gates=" + strings.Join(c.gates, ","),
 				"--runtime-config=" + strings.Join(RuntimeConfig, ","),
 			},
 			healthy: c.apiReady,
@@ -395,7 +410,7 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 				"--service-account-private-key-file=" + pki("sa.key"), "--root-ca-file=" + pki("ca.crt"),
 				"--use-service-account-credentials=true",
 				"--cluster-signing-cert-file=" + pki("ca.crt"), "--cluster-signing-key-file=" + pki("ca.key"),
-				"--feature-gates=" + strings.Join(FeatureGates, ","),
+				"--feature-gates=" + strings.Join(c.gates, ","),
 			},
 			healthy: httpsOK("https://" + kcmAddr + "/healthz"),
 		},
@@ -406,7 +421,7 @@ func (c *Cluster) daemons(nodes []node) []daemon {
 				"--authentication-kubeconfig=" + c.path("scheduler.kubeconfig"),
 				"--authorization-kubeconfig=" + c.path("scheduler.kubeconfig"),
 				"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false",
-				"--feature-gates=" + strings.Join(FeatureGates, ","),
+				"--feature-gates=" + strings.Join(c.gates, ","),
 			},
 			healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
 		},

@@ -237,8 +237,12 @@ func testKindConfig(t *testing.T, file string) {
 	if !cfg.Networking.DisableDefaultCNI {
 		t.Error("networking.disableDefaultCNI is not set: kindnetd's stand-in would fail every node")
 	}
+	gates, err := FeatureGates("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]bool{}
-	for _, g := range FeatureGates {
+	for _, g := range gates {
 		name, value, _ := strings.Cut(g, "=")
 		want[name] = value == "true"
 	}

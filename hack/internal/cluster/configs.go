@@ -116,7 +116,7 @@ func cniConfig(n node) string {
 
 func kubeletConfig(c *Cluster, n node) string {
 	var gates strings.Builder
-	for _, g := range FeatureGates {
+	for _, g := range c.gates {
 		name, value, _ := strings.Cut(g, "=")
 		fmt.Fprintf(&gates, "  %s: %s\n", name, value)
 	}

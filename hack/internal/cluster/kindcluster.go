@@ -65,28 +65,40 @@ func (c *Cluster) kindPath(elem ...string) string {
 func (c *Cluster) KindKubeconfig() string { return c.kindPath("kubeconfig") }
 
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
-// it exists, loads and starts its pod network (build/kind/pod-network.yaml) and waits
-// until every node is Ready. The engine must run (StartEngine).
+// one exists that serves them (kindClusterStale; one that does not is deleted and
+// created again), loads and starts its pod network (build/kind/pod-network.yaml) and
+// waits until every node is Ready. The engine must run (StartEngine).
 func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	clusters, err := c.kindOutput(ctx, "get", "clusters")
 	if err != nil {
 		return err
 	}
 	name := c.KindClusterName()
-	if slices.Contains(strings.Fields(clusters), name) {
-		c.logf("%-24s exists (make kind-down deletes it)", "kind cluster "+name)
-		if c.KindWorkers > 0 {
-			c.logf("%-24s kept as it is: the number of workers applies when it is created", "kind cluster "+name)
-		}
-	} else {
-		if err := c.loadLoadBalancer(ctx); err != nil {
-			return err
-		}
-		missing, err := dropcaps.Missing()
+	missing, err := dropcaps.Missing()
+	if err != nil {
+		return err
+	}
+	if config, err = c.kindConfig(config, missing); err != nil {
+		return err
+	}
+	exists := slices.Contains(strings.Fields(clusters), name)
+	if exists {
+		stale, err := c.kindClusterStale(ctx, image, config)
 		if err != nil {
 			return err
 		}
-		if config, err = c.kindConfig(config, missing); err != nil {
+		if stale == "" {
+			c.logf("%-24s exists, of %s and the config's nodes (make kind-down deletes it)", "kind cluster "+name, image)
+		} else {
+			c.logf("%-24s exists but %s: deleting it to create it again", "kind cluster "+name, stale)
+			if err := c.KindDown(ctx); err != nil {
+				return err
+			}
+			exists = false
+		}
+	}
+	if !exists {
+		if err := c.loadLoadBalancer(ctx); err != nil {
 			return err
 		}
 		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+name, c.rel(config), image)
@@ -103,6 +115,80 @@ func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
 	}
 	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+name)
 	return c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
+}
+
+// kindNode is a node container of a kind cluster.
+type kindNode struct {
+	name, role, imageID string
+}
+
+// kindClusterStale says why this side's existing cluster cannot serve a run of
+// image and config, or "" when it can: a cluster kept from an earlier run would
+// otherwise run a new e2e.test against the old binaries of its nodes, or differ
+// in topology from the other side's.
+func (c *Cluster) kindClusterStale(ctx context.Context, image, config string) (string, error) {
+	data, err := os.ReadFile(config)
+	if err != nil {
+		return "", err
+	}
+	var cfg kindv1alpha4.Cluster
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("%s: %w", config, err)
+	}
+	id, err := c.docker(ctx, "image", "inspect", "--format", "{{.Id}}", image).Output()
+	if err != nil {
+		return "", fmt.Errorf("docker image inspect %s: %w", image, err)
+	}
+	out, err := c.docker(ctx, "ps", "--all", "--filter", "label=io.x-k8s.kind.cluster="+c.KindClusterName(),
+		"--format", `{{.Names}} {{.Label "io.x-k8s.kind.role"}}`).Output()
+	if err != nil {
+		return "", fmt.Errorf("docker ps: %w", err)
+	}
+	var nodes []kindNode
+	for line := range strings.Lines(string(out)) {
+		name, role, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if name == "" {
+			continue
+		}
+		imageID, err := c.docker(ctx, "inspect", "--format", "{{.Image}}", name).Output()
+		if err != nil {
+			return "", fmt.Errorf("docker inspect %s: %w", name, err)
+		}
+		nodes = append(nodes, kindNode{name: name, role: role, imageID: strings.TrimSpace(string(imageID))})
+	}
+	return staleness(nodes, strings.TrimSpace(string(id)), cfg.Nodes), nil
+}
+
+// staleness compares a cluster's node containers with the node image's ID and the
+// nodes a config asks for.
+func staleness(nodes []kindNode, imageID string, want []kindv1alpha4.Node) string {
+	has, wants := map[string]int{}, map[string]int{}
+	for _, n := range want {
+		wants[string(n.Role)]++
+	}
+	var mismatch string
+	for _, n := range nodes {
+		if n.role != string(kindv1alpha4.ControlPlaneRole) && n.role != string(kindv1alpha4.WorkerRole) {
+			continue // the load balancer of several control planes
+		}
+		has[n.role]++
+		if n.imageID != imageID && mismatch == "" {
+			mismatch = fmt.Sprintf("node %s runs image %s, not the node image being tested (%s)", n.name, shortID(n.imageID), shortID(imageID))
+		}
+	}
+	if !maps.Equal(has, wants) {
+		return fmt.Sprintf("its nodes are %s where the config asks for %s", topology(has), topology(wants))
+	}
+	return mismatch
+}
+
+func topology(roles map[string]int) string {
+	return fmt.Sprintf("%d control planes and %d workers", roles[string(kindv1alpha4.ControlPlaneRole)], roles[string(kindv1alpha4.WorkerRole)])
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	return id[:min(12, len(id))]
 }
 
 // restrictOOMScoreAdj is the containerd configuration patch (kind's config.toml,

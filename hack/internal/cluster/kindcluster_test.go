@@ -171,3 +171,36 @@ func TestPodNetworkManifestRunsTheLoadedImage(t *testing.T) {
 		t.Error("no DaemonSet container in the manifest")
 	}
 }
+
+// An existing cluster serves a run only when every node runs the node image being
+// tested and the nodes are the ones the config asks for.
+func TestStaleKindClusterIsCreatedAgain(t *testing.T) {
+	ha := []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}, {Role: kindv1alpha4.ControlPlaneRole}, {Role: kindv1alpha4.ControlPlaneRole}, {Role: kindv1alpha4.WorkerRole}}
+	single := []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}, {Role: kindv1alpha4.WorkerRole}}
+	nodes := []kindNode{
+		{name: "kube-carry-control-plane", role: "control-plane", imageID: "sha256:new"},
+		{name: "kube-carry-worker", role: "worker", imageID: "sha256:new"},
+	}
+	haNodes := append([]kindNode{
+		{name: "kube-carry-control-plane2", role: "control-plane", imageID: "sha256:new"},
+		{name: "kube-carry-control-plane3", role: "control-plane", imageID: "sha256:new"},
+		{name: "kube-carry-external-load-balancer", role: "external-load-balancer", imageID: "sha256:haproxy"},
+	}, nodes...)
+	oldWorker := []kindNode{nodes[0], {name: "kube-carry-worker", role: "worker", imageID: "sha256:0123456789abcdef"}}
+	for _, tc := range []struct {
+		name  string
+		nodes []kindNode
+		want  []kindv1alpha4.Node
+		stale string
+	}{
+		{"same image and nodes", nodes, single, ""},
+		{"HA with its load balancer", haNodes, ha, ""},
+		{"a node of an older image", oldWorker, single, "node kube-carry-worker runs image 0123456789ab, not the node image being tested (new)"},
+		{"one control plane where three are asked for", nodes, ha, "its nodes are 1 control planes and 1 workers where the config asks for 3 control planes and 1 workers"},
+		{"a worker short", nodes, append(single, kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole}), "its nodes are 1 control planes and 1 workers where the config asks for 1 control planes and 2 workers"},
+	} {
+		if got := staleness(tc.nodes, "sha256:new", tc.want); got != tc.stale {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.stale)
+		}
+	}
+}
