@@ -90,7 +90,7 @@ e2e_focus() {
 TEST_BUILD_FLAGS=(-race)
 
 # gotest DIR OUT.json FLAGS... -- PKGS...: go test -json of PKGS in the tree at DIR
-# into OUT.json, then the flake rule (README): every failed upstream test is rerun once
+# into OUT.json, then the flake rule (docs/testing.md): every failed upstream test is rerun once
 # on its own with the same flags and environment (testsummary rerun). go test's own
 # vet is off: verify runs go vet with every analyzer over the same packages. A package
 # whose test binary and inputs did not change since it last passed is not run again

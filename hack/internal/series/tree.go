@@ -317,7 +317,7 @@ func (e *PatchError) Error() string {
 		fmt.Fprintf(&b, "  %s\n", h)
 	}
 	fmt.Fprintf(&b, "git apply said:\n  %s\n", strings.ReplaceAll(strings.TrimSpace(e.Git), "\n", "\n  "))
-	b.WriteString("Rebase the group onto the new base (see README, 'Moving to a new upstream version').")
+	b.WriteString("Rebase the group onto the new base (see docs/development.md, 'Moving to a new upstream version').")
 	return b.String()
 }
 
