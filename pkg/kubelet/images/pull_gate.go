@@ -31,6 +31,7 @@ import (
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
+	"k8s.io/utils/clock"
 )
 
 // pullGate is the node-wide queue image pulls pass when the KubeletImagePullGate
@@ -53,6 +54,8 @@ type pullGate struct {
 	delegated    atomic.Bool
 	handOff      handOff
 	queueTimeout time.Duration
+	// clock times the waits for a slot and the places kept in the queue.
+	clock clock.WithTicker
 	// detachAbandoned lets a running pull no pod waits for finish without its
 	// slot, instead of cancelling it (abandonedImagePullPolicy Detach).
 	detachAbandoned bool
@@ -180,6 +183,7 @@ func newPullGate(imageService kubecontainer.ImageService, limit int32, config Pu
 		imageService:    imageService,
 		limit:           max(int64(limit), 0),
 		queueTimeout:    config.QueueTimeout,
+		clock:           clock.RealClock{},
 		detachAbandoned: config.DetachAbandonedPulls,
 		running:         map[imageKey]*runningPull{},
 		places:          map[placeKey]keptPlace{},
@@ -207,7 +211,7 @@ func (g *pullGate) pullImage(ctx context.Context, spec kubecontainer.ImageSpec, 
 func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 	ctx, stop := pullContext(ctx)
 	defer stop()
-	arrived := time.Now()
+	arrived := g.clock.Now()
 	key := imageKey{image: r.spec.Image, runtimeHandler: r.spec.RuntimeHandler}
 
 	g.mu.Lock()
@@ -249,21 +253,21 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			g.dispatchLocked()
 			g.mu.Unlock()
 		case granted:
-			return g.run(ctx, t, r, time.Since(arrived))
+			return g.run(ctx, t, r, g.clock.Since(arrived))
 		default:
-			if r.events.queued != nil && time.Since(lastQueued) >= queuedEventInterval {
+			if r.events.queued != nil && g.clock.Since(lastQueued) >= queuedEventInterval {
 				r.events.queued(ahead)
-				lastQueued = time.Now()
+				lastQueued = g.clock.Now()
 			}
 			// The timeout counts the pod's own time waiting for a slot, not the
 			// time it waited for a pull of its image.
 			var timeout <-chan time.Time
-			var timer *time.Timer
+			var timer clock.Timer
 			if g.queueTimeout > 0 {
-				timer = time.NewTimer(g.queueTimeout - waitedForSlot)
-				timeout = timer.C
+				timer = g.clock.NewTimer(g.queueTimeout - waitedForSlot)
+				timeout = timer.C()
 			}
-			start := time.Now()
+			start := g.clock.Now()
 			select {
 			case <-t.wake:
 			case <-ctx.Done():
@@ -273,7 +277,7 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 				kubeletmetrics.ImagePullQueueTimeoutsTotal.Inc()
 				return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: waited %v for one of %d image pull slots (imagePullQueueTimeout)", ErrTooManyParallelPulls, g.queueTimeout, g.limit)}}
 			}
-			waitedForSlot += time.Since(start)
+			waitedForSlot += g.clock.Since(start)
 			if timer != nil {
 				timer.Stop()
 			}
@@ -386,7 +390,7 @@ func (g *pullGate) keepPlace(pod types.UID, t *pullTicket) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.places[placeKey{pod, t.key}] = keptPlace{arrival: t.arrival, until: time.Now().Add(placeKeptFor)}
+	g.places[placeKey{pod, t.key}] = keptPlace{arrival: t.arrival, until: g.clock.Now().Add(placeKeptFor)}
 }
 
 // loseInterestLocked drops one waiter of p. When the last one goes, the pull is

@@ -35,6 +35,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -48,6 +49,7 @@ import (
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
 	kubeletmetrics "k8s.io/kubernetes/pkg/kubelet/metrics"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -196,7 +198,9 @@ type gateEnv struct {
 	recorder *record.FakeRecorder
 	backOff  *flowcontrol.Backoff
 	times    *mockPodPullingTimeRecorder
-	seen     []string // events read so far
+	// clock is the gate's: waits for a slot time out only when a test steps it.
+	clock *testingclock.FakeClock
+	seen  []string // events read so far
 }
 
 func newGateEnv(t *testing.T, limit int32, queueTimeout time.Duration, pullManager pullmanager.ImagePullManager) *gateEnv {
@@ -220,7 +224,19 @@ func newGateEnvWith(t *testing.T, limit int32, config PullGateConfig, pullManage
 	}
 	e.m = NewImageManager(e.recorder, &credentialprovider.BasicDockerKeyring{}, e.rt, pullManager, e.backOff,
 		false, maxParallel, config, 0, 0, e.times).(*imageManager)
+	e.clock = testingclock.NewFakeClock(time.Now())
+	e.m.puller.(*pullGate).clock = e.clock
 	return e
+}
+
+// waitTimers waits until n pulls wait for a slot with a queue timeout running.
+func (e *gateEnv) waitTimers(t *testing.T, n int) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return e.clock.Waiters() == n, nil
+	}); err != nil {
+		t.Fatalf("%d pulls wait with a queue timeout running, want %d", e.clock.Waiters(), n)
+	}
 }
 
 // gatePod is a pod's request for one image.
@@ -406,26 +422,37 @@ func TestPullGateTimesEachPodsOwnWait(t *testing.T) {
 	e := newGateEnv(t, 1, timeout, nil)
 	held := e.holdTheSlot(t)
 	early := e.ensure(context.Background(), gatePod{name: "early", image: "img:1"})
-	time.Sleep(timeout * 2 / 3)
-	lateArrival := time.Now()
+	e.waitTimers(t, 1)
+	e.clock.Step(timeout * 2 / 3)
 	late := e.ensure(context.Background(), gatePod{name: "late", image: "img:1"})
+	e.waitTimers(t, 2)
+	e.clock.Step(timeout / 3)
 	require.ErrorIs(t, outcomeOf(t, early).err, ErrTooManyParallelPulls)
+	e.waitTimers(t, 1) // the late pod's timeout is still running
+	e.clock.Step(timeout * 2 / 3)
 	got := outcomeOf(t, late)
 	require.ErrorIs(t, got.err, ErrTooManyParallelPulls)
-	assert.GreaterOrEqual(t, time.Since(lateArrival), timeout, "the late pod waited its own timeout")
 	e.rt.finish("held:1")
 	require.NoError(t, outcomeOf(t, held).err)
 }
 
-// A pod whose wait timed out comes back, after its back-off, at the place it had.
+// A pod whose wait timed out comes back, after its back-off, at the place it had:
+// ahead of a pod that arrived after it first did.
 func TestPullGateKeepsTheirPlaceForPodsThatTimedOut(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	e := newGateEnv(t, 1, timeout, nil)
 	held := e.holdTheSlot(t)
 	first := e.ensure(context.Background(), gatePod{name: "first", image: "first:1"})
-	e.waitEvent(t, `to pull image "first:1"`)
+	e.waitTimers(t, 1)
 	second := e.ensure(context.Background(), gatePod{name: "second", image: "second:1"})
+	e.waitTimers(t, 2)
+	e.clock.Step(timeout)
 	require.ErrorIs(t, outcomeOf(t, first).err, ErrTooManyParallelPulls)
+	require.ErrorIs(t, outcomeOf(t, second).err, ErrTooManyParallelPulls)
+	// The second pod comes back first; the first one still goes ahead of it.
+	e.backOff.Reset("uid-second_second:1")
+	second = e.ensure(context.Background(), gatePod{name: "second", image: "second:1"})
+	e.waitEvent(t, `to pull image "second:1": 0 pulls ahead in the queue`)
 	e.backOff.Reset("uid-first_first:1")
 	first = e.ensure(context.Background(), gatePod{name: "first", image: "first:1"})
 	e.waitEvent(t, `to pull image "first:1": 0 pulls ahead in the queue`)
@@ -433,15 +460,13 @@ func TestPullGateKeepsTheirPlaceForPodsThatTimedOut(t *testing.T) {
 	require.NoError(t, outcomeOf(t, held).err)
 	e.rt.waitEntered(t, "first:1")
 	e.rt.finish("first:1")
-	e.rt.finish("second:1")
 	require.NoError(t, outcomeOf(t, first).err)
-	// second may have timed out meanwhile; its place was after first's.
-	outcomeOf(t, second)
-	assert.Equal(t, []string{"held:1", "first:1"}, e.rt.startedPulls()[:2])
+	e.rt.waitEntered(t, "second:1")
+	e.rt.finish("second:1")
+	require.NoError(t, outcomeOf(t, second).err)
+	assert.Equal(t, []string{"held:1", "first:1", "second:1"}, e.rt.startedPulls())
 }
 
-// A pull abandoned because its pod is terminating leaves no failure behind: no
-// Warning event, no back-off, no error message kept.
 func TestPullGateAbandonedPullLeavesNoFailure(t *testing.T) {
 	e := newGateEnv(t, 1, 0, nil)
 	held := e.holdTheSlot(t)
@@ -624,7 +649,10 @@ func TestImageManagerThroughThePullGate(t *testing.T) {
 	held := e.holdTheSlot(t)
 
 	second := gatePod{name: "second", image: "other:1"}
-	got := outcomeOf(t, e.ensure(context.Background(), second))
+	timedOut := e.ensure(context.Background(), second)
+	e.waitTimers(t, 1)
+	e.clock.Step(100 * time.Millisecond)
+	got := outcomeOf(t, timedOut)
 	require.ErrorIs(t, got.err, ErrTooManyParallelPulls)
 	assert.Contains(t, got.msg, "TooManyParallelImagePulls")
 	got = outcomeOf(t, e.ensure(context.Background(), second))
@@ -633,7 +661,7 @@ func TestImageManagerThroughThePullGate(t *testing.T) {
 
 	third := e.ensure(context.Background(), gatePod{name: "third", image: "third:1"})
 	e.waitEvent(t, `to pull image "third:1"`)
-	time.Sleep(5 * time.Millisecond) // so that the Pulling event has a wait to report
+	e.clock.Step(5 * time.Millisecond) // so that the Pulling event has a wait to report
 	e.rt.finish("held:1")
 	require.NoError(t, outcomeOf(t, held).err)
 	e.rt.waitEntered(t, "third:1")
@@ -642,7 +670,7 @@ func TestImageManagerThroughThePullGate(t *testing.T) {
 
 	all := strings.Join(e.events(), "\n")
 	assert.Contains(t, all, "Warning TooManyParallelImagePulls Failed to pull image \"other:1\"")
-	assert.Regexp(t, `Normal Pulling Pulling image "third:1" \(waited [0-9.]+m?s for one of 1 image pull slots\)`, all)
+	assert.Contains(t, all, `Normal Pulling Pulling image "third:1" (waited 5ms for one of 1 image pull slots)`)
 }
 
 // TestUpstreamImageManagerTestsThroughThePullGate runs the image manager's own tests
