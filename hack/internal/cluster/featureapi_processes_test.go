@@ -175,6 +175,11 @@ func TestFeatureAPIProcesses(t *testing.T) {
 		return f.Status.Announcer == next.identity
 	})
 	seen := time.Now()
+	select {
+	case <-stopped:
+		t.Errorf("the next leader's write was seen only after %s had exited: the lease outlived the loop", leader.host)
+	default:
+	}
 	<-stopped
 	// The server's own record of giving up the loop, against the moment the
 	// test saw the next leader's write.
@@ -183,9 +188,6 @@ func TestFeatureAPIProcesses(t *testing.T) {
 		leader.host, f.taskNames(), loopStopped.Sub(term).Round(time.Millisecond), next.host, seen.Sub(term).Round(100*time.Millisecond), leader.host, time.Since(term).Round(100*time.Millisecond))
 	if loopStopped.After(seen) {
 		t.Errorf("%s's loop stopped at %v (its log), after %s's write was seen at %v", leader.host, loopStopped, next.host, seen)
-	}
-	if takeover := seen.Sub(term); takeover >= shutdownDelay {
-		t.Errorf("the next leader took over %v after the SIGTERM, not within the shutdown delay (%v): the lease outlived the loop", takeover, shutdownDelay)
 	}
 	p.start(ctx, leader, "BalloonPod=false")
 	p.waitFeature(ctx, "led by its leader again", time.Minute, func(f *feature) bool { return f.Status.Announcer == leader.identity })

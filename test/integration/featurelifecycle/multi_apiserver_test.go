@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	clientset "k8s.io/client-go/kubernetes"
@@ -145,6 +146,10 @@ func TestThreeAPIServers(t *testing.T) {
 	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// What the survivors write from the crash on, for the log: the failover's
+	// time is measured (docs/feature-api.md), not bounded, since it is made of
+	// the server flow's periods and of how busy the machine is.
+	timeline := watchFeature(ctx, t, featureClient, "balloonpod", killed)
 	if err := balloons.Release(ctx, client); err != nil {
 		t.Fatal(err)
 	}
@@ -152,15 +157,15 @@ func TestThreeAPIServers(t *testing.T) {
 		return f.Status.State == featuresv1alpha1.FeatureStateOff
 	})
 	failover := time.Since(killed)
-	// Liveness (three renew periods) plus a recheck, with room for a slow machine.
-	bound := 4*renewPeriod + 5*time.Second
-	t.Logf("BalloonPod: leader %s crashed mid-transition %v after its last renewal; %s finished the transition %v after the crash (bound %v)",
-		leader, killed.Sub(lease.Spec.RenewTime.Time).Round(100*time.Millisecond), f.Status.Announcer, failover.Round(100*time.Millisecond), bound)
-	if failover < 3*renewPeriod-killed.Sub(lease.Spec.RenewTime.Time) {
-		t.Errorf("another server finished the transition %v after the crash, before the dead leader's lease expired", failover)
-	}
-	if failover > bound {
-		t.Errorf("failover took %v, want within %v", failover, bound)
+	t.Logf("BalloonPod: leader %s crashed mid-transition %v after its last renewal; %s finished the transition %v after the crash; what the Feature went through:\n%s",
+		leader, killed.Sub(lease.Spec.RenewTime.Time).Round(100*time.Millisecond), f.Status.Announcer, failover.Round(100*time.Millisecond), timeline)
+	// Ordering, not timing: no survivor wrote the Feature after the crash and
+	// before the dead leader's lease had expired (three renew periods after its
+	// last renewal). Under load the renewals lag, and a survivor may have taken
+	// the Feature over before the crash (docs/feature-api.md).
+	expired := lease.Spec.RenewTime.Add(3 * renewPeriod)
+	if first := timeline.firstWriteBy(survivors); !first.IsZero() && first.Before(expired) {
+		t.Errorf("a survivor wrote the Feature at %v, before the dead leader's lease expired at %v", first.Format(time.StampMilli), expired.Format(time.StampMilli))
 	}
 	if want := featurelifecycle.LeaderOf("balloonpod", survivors); f.Status.Announcer != want {
 		t.Errorf("finished by %s, want the new leader %s", f.Status.Announcer, want)
@@ -233,4 +238,74 @@ func waitForNewIdentity(t *testing.T, server *kubeapiservertesting.TestServer, k
 		t.Fatalf("no identity lease for the new kube-apiserver: %v", err)
 	}
 	return identity
+}
+
+// featureTimeline is what a watch of one Feature saw, each change with the time
+// it was seen.
+type featureTimeline struct {
+	mu      sync.Mutex
+	start   time.Time
+	changes []featureChange
+}
+
+type featureChange struct {
+	seen      time.Time
+	write     bool // a write seen by the watch, not the state it started with
+	announcer string
+	summary   string
+}
+
+// watchFeature records every change of the named Feature from now until the
+// test ends, with times relative to start.
+func watchFeature(ctx context.Context, t *testing.T, client interface {
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}, name string, start time.Time) *featureTimeline {
+	t.Helper()
+	w, err := client.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	tl := &featureTimeline{start: start}
+	go func() {
+		for ev := range w.ResultChan() {
+			f, ok := ev.Object.(*featuresv1alpha1.Feature)
+			if !ok {
+				continue
+			}
+			summary := fmt.Sprintf("%s %s by %s", ev.Type, f.Status.State, f.Status.Announcer)
+			if len(f.Status.Tasks) > 0 {
+				summary += ", task " + f.Status.Tasks[0].Name
+			}
+			if c := meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTransitioning); c != nil && c.Message != "" {
+				summary += ": " + c.Message
+			}
+			tl.mu.Lock()
+			tl.changes = append(tl.changes, featureChange{seen: time.Now(), write: ev.Type != watch.Added, announcer: f.Status.Announcer, summary: summary})
+			tl.mu.Unlock()
+		}
+	}()
+	return tl
+}
+
+func (tl *featureTimeline) String() string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var b strings.Builder
+	for _, c := range tl.changes {
+		fmt.Fprintf(&b, "  +%v %s\n", c.seen.Sub(tl.start).Round(100*time.Millisecond), c.summary)
+	}
+	return b.String()
+}
+
+// firstWriteBy returns when a write announced by one of servers was first seen.
+func (tl *featureTimeline) firstWriteBy(servers []string) time.Time {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, c := range tl.changes {
+		if c.write && slices.Contains(servers, c.announcer) {
+			return c.seen
+		}
+	}
+	return time.Time{}
 }
