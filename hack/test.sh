@@ -52,19 +52,6 @@ cp go.mod "$TESTOUT/download.mod" && cp go.sum "$TESTOUT/download.sum"
 go mod download -modfile "$TESTOUT/download.mod" all >"$TESTOUT/mod-download.log" 2>&1 &
 download_pid=$!
 
-# What the VPA's end-to-end test (the last step) needs, built in the background at the
-# lowest priority while the tests run, so that it takes the CPU they leave idle (a
-# fifth of two cores, docs/testing.md) instead of minutes at the end: metrics-server
-# (its own module graph, which no other step compiles) once verify's compiles are done
-# (during them both cores are busy, and a build beside them slowed them by more than
-# it saved), the VPA's binaries once its unit tests have compiled their packages.
-# The e2e step waits for both and then finds them built.
-e2e_build_pids=
-background_build() {
-  nice -n 19 hack/vpa.sh "$1" >"$TESTOUT/$1.log" 2>&1 &
-  e2e_build_pids+=" $!"
-}
-
 # The Debian packages of the integration tests and the cluster steps (etcd,
 # containerd, ...) install in the background while verify compiles: apt spends its
 # time downloading, not on the CPU. As root only, as those steps.
@@ -84,13 +71,55 @@ wait_packages() {
 echo "== verify"
 CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 
-background_build metrics-server
+# The cluster lane: the local cluster smoke and the VPA's end-to-end test spend most
+# of their time waiting for their clusters (both cores were about half idle through
+# them), so they run in a lane of their own beside the CPU-bound steps, from the end
+# of verify on: the cluster binaries and the VPA's then reuse its -race compiles.
+# The lane's builds run niced, the clusters not. Its output is printed when the run
+# waits for it, before the summary. The two use the local cluster's ports, which no
+# other step uses (the integration tests' etcd listens on 23790 and up).
+cluster_lane() {
+  # The packages (containerd, runc, the CNI plugins, etcd) the clusters run on.
+  while [ -n "$packages_pid" ] && kill -0 "$packages_pid" 2>/dev/null; do sleep 2; done
+  echo "== local cluster smoke (build, up, one pod from the local registry, a balloon across kubelet restarts, down)"
+  if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries nice -n 10 hack/build.sh --test-flags &&
+    go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
+    gojson "$TESTOUT/smoke.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestSmoke$' ./hack/internal/cluster
+    "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
+  fi
+  echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
+  # What the test runs: metrics-server (a module graph of its own) and the VPA's
+  # -race binaries; a failed build fails the step with its log.
+  if ! nice -n 10 hack/vpa.sh e2e-build >"$TESTOUT/e2e-build.log" 2>&1; then
+    tail -n 20 "$TESTOUT/e2e-build.log"
+    "$SUMMARY" record vpa-e2e build fail <"$TESTOUT/e2e-build.log" >"$TESTOUT/vpa-e2e.json"
+  else
+    hack/vpa.sh e2e "$TESTOUT/vpa-e2e.json" >"$TESTOUT/vpa-e2e.log" 2>&1
+  fi
+  "$SUMMARY" "$TESTOUT/vpa-e2e.json" | tail -n 1
+}
+cluster_lane >"$TESTOUT/cluster-lane.log" 2>&1 &
+lane_pid=$!
 
 echo "== upstream's quick verify scripts (hack/verify-upstream.sh -quick; the rest: make verify-upstream)"
 # Each script is a check of its own in the summary; a run that records none failed
-# before it could start one.
-rm -f "$OUT/verify-upstream/results.txt"
-hack/verify-upstream.sh -quick kubernetes autoscaler >"$TESTOUT/verify-upstream.log" 2>&1 || true
+# before it could start one. A set that passed is not run again while its inputs are
+# the same (the trees' commits, the scripts that run it, Go): upstream's scripts
+# read nothing else.
+quick_key=$( {
+  git -C "$OUT/kubernetes" rev-parse HEAD
+  git -C "$OUT/autoscaler" rev-parse HEAD
+  cat hack/verify-upstream.sh hack/verify-upstream-skip.txt hack/lib.sh hack/codegen-tools.sh
+  go version
+} 2>&1 | sha256sum | cut -d' ' -f1)
+quick_passed=$OUT/verify-upstream/quick-passed
+if [ -s "$OUT/verify-upstream/results.txt" ] && [ "$(cat "$quick_passed" 2>/dev/null)" = "$quick_key" ]; then
+  echo "the inputs are those of the set that passed last (key ${quick_key:0:12}): not run again"
+else
+  rm -f "$OUT/verify-upstream/results.txt" "$quick_passed"
+  hack/verify-upstream.sh -quick kubernetes autoscaler >"$TESTOUT/verify-upstream.log" 2>&1 &&
+    echo "$quick_key" >"$quick_passed"
+fi
 if [ -s "$OUT/verify-upstream/results.txt" ]; then
   while read -r up script status _; do
     # A failure's output is the script's part of its runner's log.
@@ -202,7 +231,7 @@ integration_tests() {
     "$SUMMARY" "$out" | tail -n 1
     return 1
   fi
-  KUBE_INTEGRATION_ETCD_URL=$ETCD_URL gotest "$dir" "$out" -count=1 -timeout 20m -- $pkgs
+  KUBE_INTEGRATION_ETCD_URL=$ETCD_URL gotest "$dir" "$out" -timeout 20m -- $pkgs
   stop_etcd
   "$SUMMARY" "$out" | tail -n 1
 }
@@ -213,26 +242,11 @@ benchmarks kubernetes "$OUT/kubernetes"
 unit_tests autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
 hack/vpa.sh gates-on "$TESTOUT"
 benchmarks autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"
-background_build e2e-build
 wait_packages
 integration_tests kubernetes "$OUT/kubernetes"
 
-echo "== local cluster smoke (build, up, one pod from the local registry, down)"
-if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries hack/build.sh --test-flags &&
-  go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
-  gojson "$TESTOUT/smoke.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestSmoke$' ./hack/internal/cluster
-  "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
-fi
-
-echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
-# A failed background build shows in the step, which builds again what is missing.
-wait $e2e_build_pids
-if ! hack/vpa.sh e2e "$TESTOUT/vpa-e2e.json" >"$TESTOUT/vpa-e2e.log" 2>&1 && [ ! -s "$TESTOUT/vpa-e2e.json" ]; then
-  # It failed before the test ran: building the VPA or installing metrics-server.
-  tail -n 20 "$TESTOUT/vpa-e2e.log"
-  "$SUMMARY" record vpa-e2e build fail <"$TESTOUT/vpa-e2e.log" >"$TESTOUT/vpa-e2e.json"
-fi
-"$SUMMARY" "$TESTOUT/vpa-e2e.json" | tail -n 1
+wait "$lane_pid"
+cat "$TESTOUT/cluster-lane.log"
 
 wait "$download_pid" || { echo "go mod download all failed (the steps downloaded what they needed):"; tail -n 5 "$TESTOUT/mod-download.log"; }
 echo "== summary ($((SECONDS - start))s)"
