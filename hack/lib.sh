@@ -160,6 +160,23 @@ thp_always() {
   done
 }
 
+# inputs_key FILE...: the key of what a check of the trees reads: both trees'
+# commits (the scratch clones the checks run in hold nothing else of the trees), the
+# contents of FILE... (the scripts that run the check) and the Go version.
+inputs_key() {
+  {
+    git -C "$OUT/kubernetes" rev-parse HEAD
+    git -C "$OUT/autoscaler" rev-parse HEAD
+    cat "$@"
+    go version
+  } 2>&1 | sha256sum | cut -d' ' -f1
+}
+
+# passed_with NAME KEY records that check NAME passed with inputs KEY;
+# passed_before NAME KEY tells whether it did: a warm run need not run it again.
+passed_with() { mkdir -p "$OUT/passed" && echo "$2" >"$OUT/passed/$1"; }
+passed_before() { [ "$(cat "$OUT/passed/$1" 2>/dev/null)" = "$2" ]; }
+
 # check NAME CMD...: runs one check, prints its verdict (and its output when it
 # fails) and, when CHECKS_JSON is set, records it there as a test event.
 FAILED_CHECKS=0

@@ -106,19 +106,13 @@ echo "== upstream's quick verify scripts (hack/verify-upstream.sh -quick; the re
 # before it could start one. A set that passed is not run again while its inputs are
 # the same (the trees' commits, the scripts that run it, Go): upstream's scripts
 # read nothing else.
-quick_key=$( {
-  git -C "$OUT/kubernetes" rev-parse HEAD
-  git -C "$OUT/autoscaler" rev-parse HEAD
-  cat hack/verify-upstream.sh hack/verify-upstream-skip.txt hack/lib.sh hack/codegen-tools.sh
-  go version
-} 2>&1 | sha256sum | cut -d' ' -f1)
-quick_passed=$OUT/verify-upstream/quick-passed
-if [ -s "$OUT/verify-upstream/results.txt" ] && [ "$(cat "$quick_passed" 2>/dev/null)" = "$quick_key" ]; then
+quick_key=$(inputs_key hack/verify-upstream.sh hack/verify-upstream-skip.txt hack/lib.sh hack/codegen-tools.sh)
+if [ -s "$OUT/verify-upstream/results.txt" ] && passed_before verify-upstream-quick "$quick_key"; then
   echo "the inputs are those of the set that passed last (key ${quick_key:0:12}): not run again"
 else
-  rm -f "$OUT/verify-upstream/results.txt" "$quick_passed"
+  rm -f "$OUT/verify-upstream/results.txt" "$OUT/passed/verify-upstream-quick"
   hack/verify-upstream.sh -quick kubernetes autoscaler >"$TESTOUT/verify-upstream.log" 2>&1 &&
-    echo "$quick_key" >"$quick_passed"
+    passed_with verify-upstream-quick "$quick_key"
 fi
 if [ -s "$OUT/verify-upstream/results.txt" ]; then
   while read -r up script status _; do

@@ -56,8 +56,14 @@ check vpa-crds hack/vpa.sh crds
 # bindings) is what upstream's generators make of it (run in a scratch clone, so the
 # tree itself is never touched). The clone's path is fixed: the generators' builds and
 # package loads are cached by path, so a fixed one lets the next run reuse them.
+# It is not run again while its inputs are those it last passed with (inputs_key).
 verify_protobuf() {
-  local work=$OUT/verify-protobuf status
+  local work=$OUT/verify-protobuf status key
+  key=$(inputs_key hack/verify.sh hack/in-tree.sh hack/codegen-tools.sh hack/lib.sh go.mod go.sum $(git ls-files hack/cmd/protoc))
+  if passed_before codegen-protobuf "$key"; then
+    echo "the inputs are those it last passed with (key ${key:0:12}): not run again"
+    return 0
+  fi
   rm -rf "$work" && mkdir -p "$work" &&
     git clone -q --shared "$OUT/kubernetes" "$work/kubernetes" &&
     TREE=$work/kubernetes hack/in-tree.sh hack/update-codegen.sh protobuf protobindings >"$work/log" 2>&1 ||
@@ -65,6 +71,7 @@ verify_protobuf() {
   status=$(git -C "$work/kubernetes" status --porcelain)
   rm -rf "$work"
   [ -z "$status" ] || { echo "generated protobuf code differs from its .proto files (run hack/in-tree.sh hack/update-codegen.sh protobuf protobindings, then make save):"; echo "$status"; return 1; }
+  passed_with codegen-protobuf "$key"
 }
 check codegen-protobuf verify_protobuf
 [ "$FAILED_CHECKS" = 0 ]

@@ -300,3 +300,14 @@ func (c *Cluster) nodeLeftovers(n node) []string {
 	}
 	return left
 }
+
+// emptyEtcd removes the stopped cluster's etcd data, so that it comes up with an
+// empty API: a test that brings the cluster up must not find what an earlier run
+// left there (the namespaces of an earlier end-to-end test, still being deleted,
+// whose pods the node counts until they are gone).
+func (c *Cluster) emptyEtcd() error {
+	if _, ok := c.running("etcd"); ok {
+		return fmt.Errorf("etcd of the local cluster is running: make cluster-down first")
+	}
+	return os.RemoveAll(c.path("etcd"))
+}

@@ -50,6 +50,9 @@ func upForTest(ctx context.Context, tb testing.TB) (*Cluster, kubernetes.Interfa
 	if _, ok := c.running("kube-apiserver"); ok {
 		tb.Skip("a local cluster is running already (make cluster-down first); the test needs its ports")
 	}
+	if err := c.emptyEtcd(); err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() {
 		if err := c.Down(context.Background()); err != nil {
 			tb.Errorf("cluster down: %v", err)

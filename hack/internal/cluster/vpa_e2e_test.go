@@ -117,6 +117,11 @@ func TestVPANodeScope(t *testing.T) {
 	// node when the cluster ran already with one.
 	_, clusterWasUp := c.running("kube-apiserver")
 	_, node2WasUp := c.running("kubelet" + second.suffix)
+	if !clusterWasUp {
+		if err := c.emptyEtcd(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if clusterWasUp {
 		pid, _ := c.running("kube-apiserver")
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

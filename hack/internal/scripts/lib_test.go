@@ -19,6 +19,7 @@ package scripts
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,5 +109,45 @@ func TestGoJSONRecordsTheExitStatus(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(b)) != status {
 			t.Errorf("%s: exit file %q, %v; want %s", cmd, b, err, status)
 		}
+	}
+}
+
+// A check that passed is not run again while its inputs are the same: the trees'
+// commits and the files named; a change of either asks for a new run.
+func TestACheckPassedBeforeOnlyWithTheSameInputs(t *testing.T) {
+	out := t.TempDir()
+	for _, tree := range []string{"kubernetes", "autoscaler"} {
+		dir := filepath.Join(out, tree)
+		if out, err := exec.Command("bash", "-c", `git init -q "$1" && git -C "$1" -c user.name=t -c user.email=t@t commit -q --allow-empty -m base`, "-", dir).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	script := filepath.Join(t.TempDir(), "check.sh")
+	if err := os.WriteFile(script, []byte("echo one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmds string) bool {
+		t.Helper()
+		err := exec.Command("bash", "-c", `source "$1" && OUT=$2 && `+cmds, "-", lib, out, script).Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if run(`passed_before c "$(inputs_key "$3")"`) {
+		t.Error("passed before it ever ran")
+	}
+	if !run(`passed_with c "$(inputs_key "$3")" && passed_before c "$(inputs_key "$3")"`) {
+		t.Error("not passed with the inputs it passed with")
+	}
+	if err := os.WriteFile(script, []byte("echo two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if run(`passed_before c "$(inputs_key "$3")"`) {
+		t.Error("passed before although its script changed")
+	}
+	if !run(`passed_with c "$(inputs_key "$3")" && git -C "$OUT/kubernetes" -c user.name=t -c user.email=t@t commit -q --allow-empty -m next && ! passed_before c "$(inputs_key "$3")"`) {
+		t.Error("passed before although a tree has a new commit")
 	}
 }
