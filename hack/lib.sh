@@ -155,7 +155,8 @@ thp_always() {
   local watcher=$!
   disown
   # Until it has left this process group, killing the group would take it along.
-  while kill -0 "$watcher" 2>/dev/null && [ "$(ps -o sid= -p "$watcher" | tr -d ' ')" != "$watcher" ]; do
+  # (Its session is the sixth field of /proc/PID/stat; its name, bash, has no spaces.)
+  while kill -0 "$watcher" 2>/dev/null && [ "$(awk '{ print $6 }' "/proc/$watcher/stat" 2>/dev/null)" != "$watcher" ]; do
     sleep 0.1
   done
 }
