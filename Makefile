@@ -120,9 +120,9 @@ test: tools
 verify-bisect: tools
 	@hack/verify-bisect.sh
 
-## pin: move to another upstream release, e.g. make pin K8S=v1.36.4 VPA=v1.8.2
+## pin: move the pins and the series to another upstream release, e.g. make pin K8S=v1.37.2 (VPA=v1.8.2); after a conflict is fixed in the tree, make pin goes on; ABORT=1 goes back
 pin: tools
-	@$(SERIES) pin $(if $(K8S),-k8s $(K8S)) $(if $(VPA),-vpa $(VPA))
+	@$(SERIES) pin $(if $(K8S),-k8s $(K8S)) $(if $(VPA),-vpa $(VPA)) $(if $(ABORT),-abort)
 
 ## help: list the targets
 help:

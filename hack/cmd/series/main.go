@@ -25,7 +25,8 @@ limitations under the License.
 //	series check                pins, overlay claims and gofmt of the overlay
 //	series version              the version string of the kubernetes build
 //	series gates UPSTREAM       the feature gates the series adds, one a line
-//	series pin -k8s V [-vpa V]  move the pins to another upstream release
+//	series pin -k8s V [-vpa V]  move the pins and the series to another upstream release
+//	series pin [-abort]         go on with the port after a conflict is fixed, or undo it
 package main
 
 import (
@@ -52,7 +53,8 @@ commands:
   touched UPSTREAM         list the Go packages the series changes
   version                  print the kubernetes version string (v1.X.Y-carry.N+COMMIT)
   gates UPSTREAM           list the feature gates the series adds to UPSTREAM, one a line
-  pin -k8s V [-vpa V]      pin another upstream release in go.mod and go.sum
+  pin -k8s V [-vpa V]      pin another upstream release and move the series onto it (three-way merge)
+  pin [-abort]             go on with a port that stopped at a conflict, or go back from it
 `
 
 func main() {
@@ -322,15 +324,99 @@ func run(root, cmd string, args []string) error {
 	case "pin":
 		k8s := fs.String("k8s", "", "Kubernetes release, e.g. v1.36.4")
 		vpa := fs.String("vpa", "", "Vertical Pod Autoscaler release, e.g. v1.8.2")
+		abort := fs.Bool("abort", false, "go back to the pins and series from before the port in progress")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		return series.Pin(root, *k8s, *vpa, os.Stderr)
+		ts, err := trees(nil)
+		if err != nil {
+			return err
+		}
+		return pin(root, ts, *k8s, *vpa, *abort, func() ([]*series.Tree, error) {
+			p, err := series.ReadPins(root)
+			if err != nil {
+				return nil, err
+			}
+			pins = p
+			return trees(nil)
+		})
 
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// pin moves the pins and then each tree's series onto the new base (series.StartPort);
+// with a port in progress, it goes on with it or, with abort, undoes it.
+func pin(root string, ts []*series.Tree, k8s, vpa string, abort bool, reload func() ([]*series.Tree, error)) error {
+	backup := series.Backup{Dir: filepath.Join(root, "_output", "port-backup")}
+	var moving []*series.Tree
+	for _, t := range ts {
+		if p, err := t.LoadPort(); err != nil {
+			return err
+		} else if p != nil {
+			moving = append(moving, t)
+		}
+	}
+	_, backedUp := os.Stat(backup.Dir)
+	inProgress := len(moving) > 0 || backedUp == nil
+	switch {
+	case abort && !inProgress:
+		return errors.New("no port in progress")
+	case abort:
+		for _, t := range moving {
+			if err := t.AbortPort(); err != nil {
+				return err
+			}
+		}
+		if err := backup.Restore(root); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "the pins, the patches and the trees are back as they were before the port")
+		return nil
+	case inProgress && (k8s != "" || vpa != ""):
+		return errors.New("a port is in progress: finish it with 'make pin' or go back with 'make pin ABORT=1'")
+	case !inProgress:
+		if k8s == "" && vpa == "" {
+			return errors.New("name a release: -k8s v1.X.Y and/or -vpa vX.Y.Z")
+		}
+		// The old series, built and saved, is what the port moves.
+		for _, t := range ts {
+			if _, err := t.Sync(); err != nil {
+				return err
+			}
+		}
+		for _, f := range []string{"go.mod", "go.sum", filepath.Join("hack", "pins", "pins.go")} {
+			if err := backup.Save(root, f); err != nil {
+				return err
+			}
+		}
+		if err := series.Pin(root, k8s, vpa, os.Stderr); err != nil {
+			return errors.Join(err, backup.Restore(root))
+		}
+	}
+	ts, err := reload()
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		p, err := t.LoadPort()
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			err = t.ContinuePort(backup)
+		} else if needs, nerr := t.NeedsPort(); nerr != nil {
+			err = nerr
+		} else if needs {
+			err = t.StartPort(backup)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.Up.Name, err)
+		}
+	}
+	return os.RemoveAll(backup.Dir)
 }
 
 func contains(list []string, s string) bool {

@@ -31,6 +31,9 @@ import (
 // that touches it, or to the group named by into. The tree's series is rewritten
 // with git's autosquash; when that fails, the tree is left exactly as it was.
 func (t *Tree) Save(into string) ([]string, error) {
+	if err := t.errPortInProgress(); err != nil {
+		return nil, err
+	}
 	st, err := t.LoadState()
 	if err != nil {
 		return nil, err

@@ -198,6 +198,9 @@ func (t *Tree) baseFingerprint() string {
 // when missing or when the pins changed, and re-applies the groups from the first
 // one whose inputs changed. It refuses to touch a tree that holds unsaved edits.
 func (t *Tree) Sync() (*State, error) {
+	if err := t.errPortInProgress(); err != nil {
+		return nil, err
+	}
 	groups, err := t.Repo.Groups(t.Up)
 	if err != nil {
 		return nil, err
