@@ -46,6 +46,9 @@ check vet-hack go vet "${TEST_BUILD_FLAGS[@]}" -tags smoke,vpae2e ./hack/...
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree
+# Protobuf numbers, aggregator priorities, feature gates, API groups and metrics the
+# series takes and its pinned upstream takes too (docs/development.md).
+check series-collisions "$SERIES" collisions
 check boilerplate boilerplate
 check vet-kubernetes vet_tree kubernetes "$OUT/kubernetes"
 check vet-autoscaler vet_tree autoscaler "$OUT/autoscaler/vertical-pod-autoscaler"

@@ -25,6 +25,7 @@ limitations under the License.
 //	series check                pins, overlay claims and gofmt of the overlay
 //	series version              the version string of the kubernetes build
 //	series gates UPSTREAM       the feature gates the series adds, one a line
+//	series collisions           the names (proto numbers, priorities, gates, groups, metrics) the series and upstream both take
 //	series pin -k8s V [-vpa V]  move the pins and the series to another upstream release
 //	series pin [-abort]         go on with the port after a conflict is fixed, or undo it
 package main
@@ -53,6 +54,7 @@ commands:
   touched UPSTREAM         list the Go packages the series changes
   version                  print the kubernetes version string (v1.X.Y-carry.N+COMMIT)
   gates UPSTREAM           list the feature gates the series adds to UPSTREAM, one a line
+  collisions [UPSTREAM...] fail when the series takes a field number, priority, gate, group or metric its upstream takes
   pin -k8s V [-vpa V]      pin another upstream release and move the series onto it (three-way merge)
   pin [-abort]             go on with a port that stopped at a conflict, or go back from it
 `
@@ -320,6 +322,28 @@ func run(root, cmd string, args []string) error {
 		}
 		fmt.Println(v)
 		return nil
+
+	case "collisions":
+		ts, err := trees(args)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, t := range ts {
+			cs, err := t.Collisions()
+			if err != nil {
+				return err
+			}
+			if len(cs) > 0 {
+				var b strings.Builder
+				fmt.Fprintf(&b, "%s: the series takes names its upstream takes too; choose others (docs/development.md, 'Names upstream hands out'):", t.Up.Name)
+				for _, c := range cs {
+					fmt.Fprintf(&b, "\n  %s", c)
+				}
+				errs = append(errs, errors.New(b.String()))
+			}
+		}
+		return errors.Join(errs...)
 
 	case "pin":
 		k8s := fs.String("k8s", "", "Kubernetes release, e.g. v1.36.4")

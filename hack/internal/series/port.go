@@ -46,6 +46,9 @@ type PortState struct {
 	Groups  []PortGroup `json:"groups"`
 	// Materialize is how long building the new pristine base took.
 	Materialize time.Duration `json:"materialize"`
+	// Collisions are the names the series takes that the new base takes too:
+	// the series must choose others while it moves (make verify fails until then).
+	Collisions []string `json:"collisions,omitempty"`
 }
 
 // PortGroup is one group's progress: its commit on the old base and, once moved,
@@ -174,6 +177,14 @@ func (t *Tree) StartPort(backup Backup) error {
 		return err
 	}
 	p.Materialize = time.Since(start)
+	cs, err := Collisions(g, st.BaseCommit, st.Tip(), p.NewBase)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		p.Collisions = append(p.Collisions, c.String())
+		t.logf("%s: %s takes a name the series takes: %s", t.Up.Name, p.To, c)
+	}
 	// The old series stays reachable (and gc-safe) while the port runs and after.
 	if _, err := g.run("update-ref", "refs/kube-carry/"+from, st.Tip()); err != nil {
 		return err
@@ -448,6 +459,12 @@ func (p *PortState) Record() string {
 	b.WriteString("| group | clean | merged | by hand | new files | merge time |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, g := range p.Groups {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |\n", g.Name, len(g.Clean), len(g.Merged), len(g.ByHand), len(g.Added), g.Took.Round(100*time.Millisecond))
+	}
+	if len(p.Collisions) > 0 {
+		fmt.Fprintf(&b, "\nNames %s takes that the series took on %s:\n", p.To, p.From)
+		for _, c := range p.Collisions {
+			fmt.Fprintf(&b, "- %s\n", c)
+		}
 	}
 	for _, g := range p.Groups {
 		if len(g.Merged)+len(g.ByHand) == 0 {
