@@ -2,7 +2,7 @@
 // `go install sigs.k8s.io/cri-tools/cmd/crictl@v1.36.0` fails here: it looks up the
 // module's deprecation in the proxy's version list, which the proxy refuses (403)
 // for cri-tools; this module requires the release and pins the whole graph in
-// go.sum (hack/internal/cluster: kindBasePrograms).
+// go.sum (hack/internal/kind: kindBasePrograms).
 module github.com/kube-carry/kube-carry/build/kind/crictl
 
 go 1.26.2

@@ -68,7 +68,10 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/kube-carry/kube-carry/hack/internal/apiserver"
 	"github.com/kube-carry/kube-carry/hack/internal/cluster"
+	"github.com/kube-carry/kube-carry/hack/internal/kind"
+	"github.com/kube-carry/kube-carry/hack/internal/nodee2e"
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
 
@@ -111,9 +114,9 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	newKind := cluster.NewKind
+	newKind := kind.NewKind
 	if *pristine {
-		newKind = cluster.NewPristineKind
+		newKind = kind.NewPristineKind
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -134,30 +137,30 @@ func main() {
 	case "down":
 		err = c.Down(ctx)
 	case "apiserver-up":
-		err = cluster.NewLoneAPIServer(root, os.Stdout).Up(ctx)
+		err = apiserver.NewLoneAPIServer(root, os.Stdout).Up(ctx)
 	case "apiserver-down":
-		err = cluster.NewLoneAPIServer(root, os.Stdout).Down()
+		err = apiserver.NewLoneAPIServer(root, os.Stdout).Down()
 	case "slow-registry":
 		err = (&cluster.SlowRegistry{Upstream: *upstream, Delay: *delay}).ListenAndServe(ctx, *listen)
 	case "node-e2e-preflight":
-		err = cluster.NewNodeE2E(root, os.Stdout).Preflight()
+		err = nodee2e.NewNodeE2E(root, os.Stdout).Preflight()
 	case "node-e2e-up":
-		err = cluster.NewNodeE2E(root, os.Stdout).Up(ctx)
+		err = nodee2e.NewNodeE2E(root, os.Stdout).Up(ctx)
 	case "node-e2e-down":
-		err = cluster.NewNodeE2E(root, os.Stdout).Down(ctx)
+		err = nodee2e.NewNodeE2E(root, os.Stdout).Down(ctx)
 	case "packages":
 		err = cluster.InstallPackages(os.Stdout, cluster.Packages)
 	case "e2e-images":
 		err = c.PushE2EImages(ctx)
 	case "engine-up":
-		k := cluster.NewKind(root, os.Stdout)
+		k := kind.NewKind(root, os.Stdout)
 		if err = k.StartEngine(ctx); err == nil {
 			fmt.Printf("the engine serves at %s:\n  export DOCKER_HOST=%s\n", k.DockerHost(), k.DockerHost())
 		}
 	case "kind-base":
-		err = cluster.NewKind(root, os.Stdout).BuildKindBase(ctx)
+		err = kind.NewKind(root, os.Stdout).BuildKindBase(ctx)
 	case "kind-image":
-		err = cluster.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
+		err = kind.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
 	case "kind-up":
 		k := newKind(root, os.Stdout)
 		k.KindWorkers = *workers
@@ -173,16 +176,16 @@ func main() {
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":
-		if err = cluster.NewPristineKind(root, os.Stdout).KindDown(ctx); err == nil {
-			k := cluster.NewKind(root, os.Stdout)
+		if err = kind.NewPristineKind(root, os.Stdout).KindDown(ctx); err == nil {
+			k := kind.NewKind(root, os.Stdout)
 			if err = k.KindDown(ctx); err == nil {
 				err = k.StopEngine(ctx)
 			}
 		}
 	case "engine-down":
-		err = cluster.NewKind(root, os.Stdout).StopEngine(ctx)
+		err = kind.NewKind(root, os.Stdout).StopEngine(ctx)
 	case "status":
-		for _, l := range append(c.Leftovers(), cluster.NewKind(root, os.Stdout).EngineLeftovers()...) {
+		for _, l := range append(c.Leftovers(), kind.NewKind(root, os.Stdout).EngineLeftovers()...) {
 			fmt.Println(l)
 		}
 	default:

@@ -74,12 +74,12 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 		}
 		return string(out)
 	}
-	node, err := nodes.Get(ctx, nodeName, metav1.GetOptions{})
+	Node, err := nodes.Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	desired := func(name corev1.ResourceName, balloon string) string {
-		q := node.Status.Allocatable[name]
+		q := Node.Status.Allocatable[name]
 		q.Sub(resource.MustParse(balloon))
 		return q.String()
 	}
@@ -114,8 +114,8 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reregistered.UID == node.UID {
-		t.Fatalf("node %s was not registered again (same UID %s)", nodeName, node.UID)
+	if reregistered.UID == Node.UID {
+		t.Fatalf("node %s was not registered again (same UID %s)", nodeName, Node.UID)
 	}
 	if !hasTaint(reregistered, balloonPendingTaint) {
 		t.Fatalf("the re-registered node %s lacks the taint %s: %+v", nodeName, balloonPendingTaint, reregistered.Spec.Taints)
@@ -174,8 +174,8 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 	unchanged()
 }
 
-func hasTaint(node *corev1.Node, key string) bool {
-	for _, taint := range node.Spec.Taints {
+func hasTaint(Node *corev1.Node, key string) bool {
+	for _, taint := range Node.Spec.Taints {
 		if taint.Key == key {
 			return true
 		}
@@ -185,18 +185,18 @@ func hasTaint(node *corev1.Node, key string) bool {
 
 func removeTaint(ctx context.Context, cs kubernetes.Interface, nodeName, key string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil || !hasTaint(node, key) {
+		Node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil || !hasTaint(Node, key) {
 			return err
 		}
 		var taints []corev1.Taint
-		for _, taint := range node.Spec.Taints {
+		for _, taint := range Node.Spec.Taints {
 			if taint.Key != key {
 				taints = append(taints, taint)
 			}
 		}
-		node.Spec.Taints = taints
-		_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		Node.Spec.Taints = taints
+		_, err = cs.CoreV1().Nodes().Update(ctx, Node, metav1.UpdateOptions{})
 		return err
 	})
 }

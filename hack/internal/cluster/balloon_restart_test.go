@@ -49,8 +49,8 @@ const (
 // after its usual ones; before is run while it is stopped.
 func (c *Cluster) restart(ctx context.Context, name string, before func() error, extraArgs ...string) error {
 	for _, d := range c.daemons(c.nodes()) {
-		if d.name == name {
-			if err := c.stop(name, 30*time.Second); err != nil {
+		if d.Name == name {
+			if err := c.Stop(name, 30*time.Second); err != nil {
 				return err
 			}
 			if before != nil {
@@ -58,8 +58,8 @@ func (c *Cluster) restart(ctx context.Context, name string, before func() error,
 					return err
 				}
 			}
-			d.args = append(d.args, extraArgs...)
-			return c.start(ctx, d)
+			d.Args = append(d.Args, extraArgs...)
+			return c.Start(ctx, d)
 		}
 	}
 	return fmt.Errorf("the cluster has no daemon %s", name)
@@ -72,9 +72,9 @@ func (c *Cluster) kubeletMetrics(ctx context.Context) ([]byte, error) {
 	config := &rest.Config{
 		Host: "https://" + c.firstNode().kubeletAddr(),
 		TLSClientConfig: rest.TLSClientConfig{
-			CertFile: c.path("pki", "apiserver-kubelet-client.crt"),
-			KeyFile:  c.path("pki", "apiserver-kubelet-client.key"),
-			CAFile:   c.path("pki", "ca.crt"),
+			CertFile: c.Path("pki", "apiserver-kubelet-client.crt"),
+			KeyFile:  c.Path("pki", "apiserver-kubelet-client.key"),
+			CAFile:   c.Path("pki", "ca.crt"),
 		},
 	}
 	client, err := rest.HTTPClientFor(config)
@@ -180,7 +180,7 @@ func deletePod(t testing.TB, cs kubernetes.Interface, pod *corev1.Pod) {
 // not at its spec, and neither pod restarts or leaves.
 func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Cluster, cs kubernetes.Interface) {
 	pods := cs.CoreV1().Pods(metav1.NamespaceSystem)
-	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
+	Node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	free := node.Status.Allocatable.Cpu().MilliValue()
+	free := Node.Status.Allocatable.Cpu().MilliValue()
 	for _, p := range all.Items {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			for _, ctr := range p.Spec.Containers {

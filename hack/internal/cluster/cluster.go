@@ -18,7 +18,9 @@ limitations under the License.
 // a local image registry, etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, containerd and a kubelet, all on loopback, with state, logs and
 // certificates under one folder. An opt-in second node (Cluster.Nodes = 2) adds a
-// second kubelet with a containerd of its own on the same machine.
+// second kubelet with a containerd of its own on the same machine. Its process
+// handling (Daemon), certificates (PKI) and node configurations also serve the
+// packages kind, nodee2e and apiserver.
 package cluster
 
 import (
@@ -56,7 +58,7 @@ const (
 	// The pod network: a bridge of this cluster's own on this machine.
 	bridgeName  = "carry0"
 	podSubnet   = "10.88.0.0/24"
-	serviceCIDR = "10.96.0.0/24"
+	ServiceCIDR = "10.96.0.0/24"
 )
 
 // FeatureGates returns the gates the cluster turns on in every component, as kind
@@ -98,17 +100,10 @@ type Cluster struct {
 	Timeout time.Duration
 	Log     io.Writer
 	// Nodes is how many nodes Up starts: 1 (the default) or 2 (a second kubelet
-	// on this machine, see node).
+	// on this machine, see Node).
 	Nodes int
-	// Pristine makes the kind methods work on the pristine side of the parity runs
-	// (docs/kind.md): upstream's release with no group applied, in a kind cluster of
-	// its own (PristineKindClusterName) created without the series' gates and APIs.
-	Pristine bool
-	// KindWorkers, when more than the config's workers, is how many worker nodes the
-	// kind cluster gets: Conformance needs two schedulable nodes, as kind's CI has.
-	KindWorkers int
-	base        string   // the repository root, for relative paths in messages
-	gates       []string // FeatureGates, read by Preflight
+	base  string   // the repository root, for relative paths in messages
+	gates []string // FeatureGates, read by Preflight
 }
 
 // New describes the cluster of a repository checkout.
@@ -124,28 +119,28 @@ func New(root string, log io.Writer) *Cluster {
 	}
 }
 
-func (c *Cluster) logf(format string, args ...any) {
+func (c *Cluster) Logf(format string, args ...any) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, format+"\n", args...)
 	}
 }
 
-func (c *Cluster) rel(p string) string {
+func (c *Cluster) Rel(p string) string {
 	if r, err := filepath.Rel(c.base, p); err == nil {
 		return r
 	}
 	return p
 }
 
-// tool is a binary of this project's tools (_output/tools).
-func (c *Cluster) tool(name string) string { return filepath.Join(c.base, "_output", "tools", name) }
+// Tool is a binary of this project's tools (_output/tools).
+func (c *Cluster) Tool(name string) string { return filepath.Join(c.base, "_output", "tools", name) }
 
-func (c *Cluster) path(elem ...string) string {
+func (c *Cluster) Path(elem ...string) string {
 	return filepath.Join(append([]string{c.Dir}, elem...)...)
 }
 
 // Kubeconfig is the administrator's kubeconfig.
-func (c *Cluster) Kubeconfig() string { return c.path("admin.kubeconfig") }
+func (c *Cluster) Kubeconfig() string { return c.Path("admin.kubeconfig") }
 
 // NodeName is the machine's host name when it resolves to loopback (so that the
 // apiserver reaches the kubelet on loopback), "localhost" otherwise.
@@ -175,11 +170,11 @@ func (c *Cluster) Preflight() error {
 	}
 	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(c.Bin, b)); err != nil {
-			return fmt.Errorf("%s is not built: run 'make' first", filepath.Join(c.rel(c.Bin), b))
+			return fmt.Errorf("%s is not built: run 'make' first", filepath.Join(c.Rel(c.Bin), b))
 		}
 	}
-	if _, err := os.Stat(c.tool("cluster")); err != nil {
-		return fmt.Errorf("%s is not built: run 'make cluster-up'", c.rel(c.tool("cluster")))
+	if _, err := os.Stat(c.Tool("cluster")); err != nil {
+		return fmt.Errorf("%s is not built: run 'make cluster-up'", c.Rel(c.Tool("cluster")))
 	}
 	if c.Nodes < 1 || c.Nodes > 2 {
 		return fmt.Errorf("the local cluster runs 1 or 2 nodes, not %d", c.Nodes)
@@ -189,8 +184,8 @@ func (c *Cluster) Preflight() error {
 		return fmt.Errorf("reading the series' feature gates: %w", err)
 	}
 	for _, n := range c.nodes() {
-		if len(n.containerdSocket()) > 100 {
-			return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", n.containerdSocket())
+		if len(n.ContainerdSocket()) > 100 {
+			return fmt.Errorf("the containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", n.ContainerdSocket())
 		}
 	}
 	return InstallPackages(c.Log, Packages)
@@ -234,7 +229,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	for _, d := range []string{"run", "logs", "pki", "etc", "registry", "etcd"} {
-		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
+		if err := os.MkdirAll(c.Path(d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -248,14 +243,14 @@ func (c *Cluster) Up(ctx context.Context) error {
 		}
 		if n.suffix != "" {
 			// The apiserver and metrics-server reach the kubelet by host name.
-			if err := ensureResolves(n.name); err != nil {
+			if err := ensureResolves(n.Name); err != nil {
 				return err
 			}
 			if err := createCgroupRoot(n.cgroupRoot); err != nil {
 				return err
 			}
 		}
-		names = append(names, n.name)
+		names = append(names, n.Name)
 	}
 	if err := c.writePKI(nodes); err != nil {
 		return err
@@ -264,10 +259,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	for _, d := range c.daemons(nodes) {
-		if err := c.start(ctx, d); err != nil {
+		if err := c.Start(ctx, d); err != nil {
 			return err
 		}
-		if d.name == "registry" {
+		if d.Name == "registry" {
 			if err := c.pushImages(ctx); err != nil {
 				return err
 			}
@@ -277,7 +272,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if len(names) > 1 {
 		ready = "nodes " + strings.Join(names, " and ") + " are Ready"
 	}
-	c.logf("\nthe cluster is up: %s\n  export KUBECONFIG=%s\n  %s get nodes\nstop it with 'make cluster-down'", ready, c.Kubeconfig(), filepath.Join(c.Bin, "kubectl"))
+	c.Logf("\nthe cluster is up: %s\n  export KUBECONFIG=%s\n  %s get nodes\nstop it with 'make cluster-down'", ready, c.Kubeconfig(), filepath.Join(c.Bin, "kubectl"))
 	return nil
 }
 
@@ -289,9 +284,9 @@ type leafCert struct {
 	ips      []net.IP
 }
 
-func (c *Cluster) writePKI(nodes []node) error {
-	p := &pki{dir: c.path("pki")}
-	if err := p.ensureCA(); err != nil {
+func (c *Cluster) writePKI(nodes []Node) error {
+	p := &PKI{Dir: c.Path("pki")}
+	if err := p.EnsureCA(); err != nil {
 		return err
 	}
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
@@ -305,48 +300,48 @@ func (c *Cluster) writePKI(nodes []node) error {
 	}
 	for _, n := range nodes {
 		leaves = append(leaves,
-			leafCert{"kubelet" + n.suffix + "-serving", n.name, nil, server, []string{n.name, "localhost"}, loop},
-			leafCert{"kubelet" + n.suffix, "system:node:" + n.name, []string{"system:nodes"}, client, nil, nil})
+			leafCert{"kubelet" + n.suffix + "-serving", n.Name, nil, server, []string{n.Name, "localhost"}, loop},
+			leafCert{"kubelet" + n.suffix, "system:node:" + n.Name, []string{"system:nodes"}, client, nil, nil})
 	}
 	for _, l := range leaves {
-		if err := p.leaf(l.name, l.cn, l.orgs, l.usage, l.dns, l.ips); err != nil {
+		if err := p.Leaf(l.name, l.cn, l.orgs, l.usage, l.dns, l.ips); err != nil {
 			return err
 		}
 	}
-	if err := p.serviceAccountKey(); err != nil {
+	if err := p.ServiceAccountKey(); err != nil {
 		return err
 	}
 	// The aggregation layer (metrics-server, docs/vpa-node-scope.md): the
 	// apiserver proxies to extension apiservers with a client certificate of a
 	// front-proxy CA of its own, as kubeadm sets it up.
-	fp := &pki{dir: c.path("pki", "front-proxy")}
-	if err := fp.ensureCA(); err != nil {
+	fp := &PKI{Dir: c.Path("pki", "front-proxy")}
+	if err := fp.EnsureCA(); err != nil {
 		return err
 	}
-	if err := fp.leaf("front-proxy-client", "front-proxy-client", nil, client, nil, nil); err != nil {
+	if err := fp.Leaf("front-proxy-client", "front-proxy-client", nil, client, nil, nil); err != nil {
 		return err
 	}
 	apiURL := "https://" + apiserverAddr
-	kubeconfigs := map[string]string{"admin": c.path("admin.kubeconfig"), "controller-manager": c.path("controller-manager.kubeconfig"), "scheduler": c.path("scheduler.kubeconfig")}
+	kubeconfigs := map[string]string{"admin": c.Path("admin.kubeconfig"), "controller-manager": c.Path("controller-manager.kubeconfig"), "scheduler": c.Path("scheduler.kubeconfig")}
 	for _, n := range nodes {
 		kubeconfigs["kubelet"+n.suffix] = n.kubeconfig()
 	}
 	for name, file := range kubeconfigs {
-		if err := p.kubeconfig(file, apiURL, name); err != nil {
+		if err := p.Kubeconfig(file, apiURL, name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Cluster) writeConfigs(nodes []node) error {
+func (c *Cluster) writeConfigs(nodes []Node) error {
 	files := map[string]string{
-		c.path("etc", "registry.yml"):     registryConfig(c.path("registry"), RegistryAddr),
-		c.path("etc", "image-repos.yaml"): RepoList(RegistryAddr),
+		c.Path("etc", "registry.yml"):     RegistryConfig(c.Path("registry"), RegistryAddr),
+		c.Path("etc", "image-repos.yaml"): RepoList(RegistryAddr),
 	}
 	for _, n := range nodes {
 		files[n.path("etc", "containerd.toml")] = containerdConfig(n)
-		files[n.path("cni", "net.d", "10-carry.conflist")] = cniConfig(n)
+		files[n.path("cni", "net.d", "10-carry.conflist")] = CNIConfig(n)
 		files[n.path("etc", "kubelet.yaml")] = kubeletConfig(c, n)
 	}
 	for name, content := range files {
@@ -358,109 +353,109 @@ func (c *Cluster) writeConfigs(nodes []node) error {
 }
 
 // daemons are the cluster's processes in start order.
-func (c *Cluster) daemons(nodes []node) []daemon {
+func (c *Cluster) daemons(nodes []Node) []Daemon {
 	bin := func(name string) string { return filepath.Join(c.Bin, name) }
-	pki := func(name string) string { return c.path("pki", name) }
-	ds := []daemon{
+	PKI := func(name string) string { return c.Path("pki", name) }
+	ds := []Daemon{
 		{
-			name: "registry", port: RegistryAddr,
-			args:    []string{"docker-registry", "serve", c.path("etc", "registry.yml")},
-			healthy: httpOK("http://" + RegistryAddr + "/v2/"),
+			Name: "registry", Port: RegistryAddr,
+			Args:    []string{"docker-registry", "serve", c.Path("etc", "registry.yml")},
+			Healthy: HTTPOK("http://" + RegistryAddr + "/v2/"),
 		},
 		{
-			name: "slow-registry", port: SlowRegistryAddr,
-			args:    []string{c.tool("cluster"), "slow-registry"},
-			healthy: httpOK("http://" + SlowRegistryAddr + "/v2/"),
+			Name: "slow-registry", Port: SlowRegistryAddr,
+			Args:    []string{c.Tool("cluster"), "slow-registry"},
+			Healthy: HTTPOK("http://" + SlowRegistryAddr + "/v2/"),
 		},
-		etcdDaemon(c.path("etcd"), etcdClient, etcdPeer),
+		EtcdDaemon(c.Path("etcd"), etcdClient, etcdPeer),
 		{
-			name: "kube-apiserver", port: apiserverAddr,
-			args: []string{bin("kube-apiserver"),
+			Name: "kube-apiserver", Port: apiserverAddr,
+			Args: []string{bin("kube-apiserver"),
 				"--bind-address=127.0.0.1", "--secure-port=6443", "--advertise-address=127.0.0.1",
 				"--etcd-servers=http://" + etcdClient,
-				"--client-ca-file=" + pki("ca.crt"),
-				"--tls-cert-file=" + pki("apiserver.crt"), "--tls-private-key-file=" + pki("apiserver.key"),
-				"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"), "--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
+				"--client-ca-file=" + PKI("ca.crt"),
+				"--tls-cert-file=" + PKI("apiserver.crt"), "--tls-private-key-file=" + PKI("apiserver.key"),
+				"--kubelet-client-certificate=" + PKI("apiserver-kubelet-client.crt"), "--kubelet-client-key=" + PKI("apiserver-kubelet-client.key"),
 				"--kubelet-preferred-address-types=Hostname,InternalIP",
-				"--service-account-key-file=" + pki("sa.key"), "--service-account-signing-key-file=" + pki("sa.key"),
+				"--service-account-key-file=" + PKI("sa.key"), "--service-account-signing-key-file=" + PKI("sa.key"),
 				"--service-account-issuer=https://kubernetes.default.svc",
-				"--service-cluster-ip-range=" + serviceCIDR,
+				"--service-cluster-ip-range=" + ServiceCIDR,
 				"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 				// The aggregation layer; without kube-proxy the apiserver routes to
 				// the endpoints of an APIService's Service, not its cluster IP.
-				"--requestheader-client-ca-file=" + pki("front-proxy/ca.crt"),
+				"--requestheader-client-ca-file=" + PKI("front-proxy/ca.crt"),
 				"--requestheader-allowed-names=front-proxy-client",
 				"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
 				"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-				"--proxy-client-cert-file=" + pki("front-proxy/front-proxy-client.crt"), "--proxy-client-key-file=" + pki("front-proxy/front-proxy-client.key"),
+				"--proxy-client-cert-file=" + PKI("front-proxy/front-proxy-client.crt"), "--proxy-client-key-file=" + PKI("front-proxy/front-proxy-client.key"),
 				"--enable-aggregator-routing=true",
 				"--allow-privileged=true", "--endpoint-reconciler-type=none",
 				"--feature-gates=" + strings.Join(c.gates, ","),
 				"--runtime-config=" + strings.Join(RuntimeConfig, ","),
 			},
-			healthy: c.apiReady,
+			Healthy: c.APIReady,
 		},
 		{
-			name: "kube-controller-manager", port: kcmAddr,
-			args: []string{bin("kube-controller-manager"),
-				"--kubeconfig=" + c.path("controller-manager.kubeconfig"),
-				"--authentication-kubeconfig=" + c.path("controller-manager.kubeconfig"),
-				"--authorization-kubeconfig=" + c.path("controller-manager.kubeconfig"),
+			Name: "kube-controller-manager", Port: kcmAddr,
+			Args: []string{bin("kube-controller-manager"),
+				"--kubeconfig=" + c.Path("controller-manager.kubeconfig"),
+				"--authentication-kubeconfig=" + c.Path("controller-manager.kubeconfig"),
+				"--authorization-kubeconfig=" + c.Path("controller-manager.kubeconfig"),
 				"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
-				"--service-account-private-key-file=" + pki("sa.key"), "--root-ca-file=" + pki("ca.crt"),
+				"--service-account-private-key-file=" + PKI("sa.key"), "--root-ca-file=" + PKI("ca.crt"),
 				"--use-service-account-credentials=true",
-				"--cluster-signing-cert-file=" + pki("ca.crt"), "--cluster-signing-key-file=" + pki("ca.key"),
+				"--cluster-signing-cert-file=" + PKI("ca.crt"), "--cluster-signing-key-file=" + PKI("ca.key"),
 				"--feature-gates=" + strings.Join(c.gates, ","),
 			},
-			healthy: httpsOK("https://" + kcmAddr + "/healthz"),
+			Healthy: httpsOK("https://" + kcmAddr + "/healthz"),
 		},
 		{
-			name: "kube-scheduler", port: schedulerAddr,
-			args: []string{bin("kube-scheduler"),
-				"--kubeconfig=" + c.path("scheduler.kubeconfig"),
-				"--authentication-kubeconfig=" + c.path("scheduler.kubeconfig"),
-				"--authorization-kubeconfig=" + c.path("scheduler.kubeconfig"),
+			Name: "kube-scheduler", Port: schedulerAddr,
+			Args: []string{bin("kube-scheduler"),
+				"--kubeconfig=" + c.Path("scheduler.kubeconfig"),
+				"--authentication-kubeconfig=" + c.Path("scheduler.kubeconfig"),
+				"--authorization-kubeconfig=" + c.Path("scheduler.kubeconfig"),
 				"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false",
 				"--feature-gates=" + strings.Join(c.gates, ","),
 			},
-			healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
+			Healthy: httpsOK("https://" + schedulerAddr + "/healthz"),
 		},
 	}
 	for _, n := range nodes {
 		ds = append(ds,
-			daemon{
-				name:    "containerd" + n.suffix,
-				args:    []string{"containerd", "--config", n.path("etc", "containerd.toml")},
-				healthy: containerdReady(n),
+			Daemon{
+				Name:    "containerd" + n.suffix,
+				Args:    []string{"containerd", "--config", n.path("etc", "containerd.toml")},
+				Healthy: ContainerdReady(n),
 			},
-			daemon{
-				name: "kubelet" + n.suffix, port: n.kubeletAddr(),
-				args: []string{bin("kubelet"),
+			Daemon{
+				Name: "kubelet" + n.suffix, Port: n.kubeletAddr(),
+				Args: []string{bin("kubelet"),
 					"--config=" + n.path("etc", "kubelet.yaml"),
 					"--kubeconfig=" + n.kubeconfig(),
 					"--root-dir=" + n.path("kubelet"),
 					"--cert-dir=" + n.path("kubelet", "pki"),
-					"--hostname-override=" + n.name,
+					"--hostname-override=" + n.Name,
 				},
 				// The node's status can come before the kubelet's server
 				// listens, and tests talk to that server next.
-				healthy: allHealthy(c.nodeReady(n.name), listening(n.kubeletAddr())),
+				Healthy: allHealthy(c.nodeReady(n.Name), listening(n.kubeletAddr())),
 			})
 	}
 	return ds
 }
 
-// etcdDaemon is a single-member etcd keeping its data in dir, serving clients
+// EtcdDaemon is a single-member etcd keeping its data in dir, serving clients
 // on client and its peer on peer (host:port, plain HTTP).
-func etcdDaemon(dir, client, peer string) daemon {
-	return daemon{
-		name: "etcd", port: client,
-		args: []string{"etcd", "--name", "carry", "--data-dir", dir,
+func EtcdDaemon(dir, client, peer string) Daemon {
+	return Daemon{
+		Name: "etcd", Port: client,
+		Args: []string{"etcd", "--name", "carry", "--data-dir", dir,
 			"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
 			"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
 			"--initial-cluster", "carry=http://" + peer, "--listen-metrics-urls", "",
 		},
-		healthy: httpOK("http://" + client + "/health"),
+		Healthy: HTTPOK("http://" + client + "/health"),
 	}
 }
 
@@ -487,8 +482,8 @@ func listening(addr string) func(context.Context, time.Time) error {
 	}
 }
 
-// httpOK checks a plain-HTTP health endpoint.
-func httpOK(url string) func(context.Context, time.Time) error { return getOK(http.DefaultClient, url) }
+// HTTPOK checks a plain-HTTP health endpoint.
+func HTTPOK(url string) func(context.Context, time.Time) error { return getOK(http.DefaultClient, url) }
 
 // httpsOK checks a health endpoint of a component that serves a self-signed certificate.
 func httpsOK(url string) func(context.Context, time.Time) error {
@@ -512,10 +507,10 @@ func getOK(client *http.Client, url string) func(context.Context, time.Time) err
 
 // manifestExists asks the local registry for an OCI image manifest.
 func manifestExists(ctx context.Context, name, tag string) bool {
-	return manifestIn(ctx, RegistryAddr, name, tag)
+	return ManifestIn(ctx, RegistryAddr, name, tag)
 }
 
-func manifestIn(ctx context.Context, registry, name, tag string) bool {
+func ManifestIn(ctx context.Context, registry, name, tag string) bool {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+registry+"/v2/"+name+"/manifests/"+tag, nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
 	resp, err := http.DefaultClient.Do(req)
@@ -535,7 +530,7 @@ func (c *Cluster) Client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-func (c *Cluster) apiReady(ctx context.Context, _ time.Time) error {
+func (c *Cluster) APIReady(ctx context.Context, _ time.Time) error {
 	cs, err := c.Client()
 	if err != nil {
 		return err
@@ -544,9 +539,9 @@ func (c *Cluster) apiReady(ctx context.Context, _ time.Time) error {
 	return err
 }
 
-func containerdReady(n node) func(context.Context, time.Time) error {
+func ContainerdReady(n Node) func(context.Context, time.Time) error {
 	return func(ctx context.Context, _ time.Time) error {
-		out, err := exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "version").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
 		}
@@ -556,28 +551,28 @@ func containerdReady(n node) func(context.Context, time.Time) error {
 
 // nodeReady waits for a Ready condition that a kubelet started at started has
 // posted, not one left in etcd by an earlier run.
-func (c *Cluster) nodeReady(node string) func(context.Context, time.Time) error {
+func (c *Cluster) nodeReady(Node string) func(context.Context, time.Time) error {
 	return func(ctx context.Context, started time.Time) error {
 		cs, err := c.Client()
 		if err != nil {
 			return err
 		}
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := cs.CoreV1().Nodes().Get(ctx, Node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
 				if cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
-					return fmt.Errorf("node %s has no status from the new kubelet yet", node)
+					return fmt.Errorf("node %s has no status from the new kubelet yet", Node)
 				}
 				if cond.Status == corev1.ConditionTrue {
 					return nil
 				}
-				return fmt.Errorf("node %s is not Ready: %s", node, cond.Message)
+				return fmt.Errorf("node %s is not Ready: %s", Node, cond.Message)
 			}
 		}
-		return fmt.Errorf("node %s has no Ready condition yet", node)
+		return fmt.Errorf("node %s has no Ready condition yet", Node)
 	}
 }
 
@@ -586,7 +581,7 @@ func (c *Cluster) pushImages(ctx context.Context) error {
 	if manifestExists(ctx, "carry/synthetic", "64mib") {
 		return nil // pushed by an earlier run
 	}
-	c.logf("%-24s building pause, busybox and synthetic images", "images")
+	c.Logf("%-24s building pause, busybox and synthetic images", "images")
 	return c.buildAndPush(ctx, func(work string, n images.Names) (images.Set, error) {
 		return images.Standard(c.Tree, work, n, []int{1, 16, 64})
 	})
@@ -598,7 +593,7 @@ func (c *Cluster) PushE2EImages(ctx context.Context) error {
 	if manifestExists(ctx, "e2e-test-images/agnhost", images.AgnhostTag) {
 		return nil
 	}
-	c.logf("%-24s building agnhost", "images")
+	c.Logf("%-24s building agnhost", "images")
 	return c.buildAndPush(ctx, func(work string, n images.Names) (images.Set, error) {
 		return images.E2E(c.Tree, work, n)
 	})
@@ -617,6 +612,6 @@ func (c *Cluster) buildAndPush(ctx context.Context, build func(work string, n im
 	if err := set.Push(ctx); err != nil {
 		return err
 	}
-	c.logf("%-24s pushed %d images to %s", "images", len(set), RegistryAddr)
+	c.Logf("%-24s pushed %d images to %s", "images", len(set), RegistryAddr)
 	return nil
 }

@@ -56,12 +56,12 @@ func TestRepoListPointsTheSmokeRegistriesAtTheLocalOne(t *testing.T) {
 
 func TestConfigsStayInTheClusterFolder(t *testing.T) {
 	c := New("/srv/repo", nil)
-	for _, n := range c.allNodes() {
-		for name, cfg := range map[string]string{"containerd": containerdConfig(n), "kubelet": kubeletConfig(c, n), "cni": cniConfig(n)} {
+	for _, n := range c.AllNodes() {
+		for name, cfg := range map[string]string{"containerd": containerdConfig(n), "kubelet": kubeletConfig(c, n), "cni": CNIConfig(n)} {
 			for _, line := range strings.Split(cfg, "\n") {
 				if strings.Contains(line, "/") && strings.Contains(line, `"/`) && !strings.Contains(line, "/srv/repo/_output/cluster") &&
 					!strings.Contains(line, "/usr/lib/cni") && !strings.Contains(line, "http://") {
-					t.Errorf("%s config of node %s writes outside the cluster folder: %s", name, n.name, line)
+					t.Errorf("%s config of node %s writes outside the cluster folder: %s", name, n.Name, line)
 				}
 			}
 		}
@@ -88,13 +88,13 @@ func TestSecondNodeHasItsOwnEverything(t *testing.T) {
 	}
 	a, b := nodes[0], nodes[1]
 	for what, pair := range map[string][2]string{
-		"name":              {a.name, b.name},
-		"dir":               {a.dir, b.dir},
+		"name":              {a.Name, b.Name},
+		"dir":               {a.Dir, b.Dir},
 		"kubelet port":      {a.kubeletAddr(), b.kubeletAddr()},
 		"healthz port":      {a.healthzAddr(), b.healthzAddr()},
-		"containerd socket": {a.containerdSocket(), b.containerdSocket()},
-		"bridge":            {a.bridge, b.bridge},
-		"subnet":            {a.subnet, b.subnet},
+		"containerd socket": {a.ContainerdSocket(), b.ContainerdSocket()},
+		"bridge":            {a.Bridge, b.Bridge},
+		"subnet":            {a.Subnet, b.Subnet},
 		"cgroupRoot":        {a.cgroupRoot, b.cgroupRoot},
 		"kubeconfig":        {a.kubeconfig(), b.kubeconfig()},
 	} {
@@ -102,13 +102,13 @@ func TestSecondNodeHasItsOwnEverything(t *testing.T) {
 			t.Errorf("both nodes have the %s %q", what, pair[0])
 		}
 	}
-	if a.kubeletAddr() != "127.0.0.1:10250" || a.containerdSocket() != "/srv/repo/_output/cluster/run/containerd.sock" || a.cgroupRoot != "" {
+	if a.kubeletAddr() != "127.0.0.1:10250" || a.ContainerdSocket() != "/srv/repo/_output/cluster/run/containerd.sock" || a.cgroupRoot != "" {
 		t.Errorf("the first node moved: %+v", a)
 	}
-	_, an, _ := net.ParseCIDR(a.subnet)
-	_, bn, _ := net.ParseCIDR(b.subnet)
+	_, an, _ := net.ParseCIDR(a.Subnet)
+	_, bn, _ := net.ParseCIDR(b.Subnet)
 	if an.Contains(bn.IP) || bn.Contains(an.IP) {
-		t.Errorf("pod subnets %s and %s overlap", a.subnet, b.subnet)
+		t.Errorf("pod subnets %s and %s overlap", a.Subnet, b.Subnet)
 	}
 	kb := kubeletConfig(c, b)
 	for _, want := range []string{"port: 10350\n", "healthzPort: 10348\n", "readOnlyPort: 0\n", "cgroupRoot: /kube-carry-node2\n",
@@ -124,7 +124,7 @@ func TestSecondNodeHasItsOwnEverything(t *testing.T) {
 			t.Errorf("the second containerd's config lacks %q", want)
 		}
 	}
-	if nb := cniConfig(b); !strings.Contains(nb, `"bridge": "carry1"`) || !strings.Contains(nb, `"10.88.1.0/24"`) {
+	if nb := CNIConfig(b); !strings.Contains(nb, `"bridge": "carry1"`) || !strings.Contains(nb, `"10.88.1.0/24"`) {
 		t.Errorf("the second node's CNI config: %s", nb)
 	}
 	if strings.Contains(containerdConfig(a), "Root =") || strings.Contains(kubeletConfig(c, a), "cgroupRoot") {
@@ -169,7 +169,7 @@ func TestCgroupRootIsCreatedInEveryHierarchyAndRemoved(t *testing.T) {
 		t.Errorf("cgroup root in %v, want cpu, memory and cpuset", got)
 	}
 	os.MkdirAll(filepath.Join(base, "cpu", "kube-carry-node2", "kubepods", "besteffort"), 0o755)
-	if err := removeCgroupRoot("/kube-carry-node2"); err != nil {
+	if err := RemoveCgroupRoot("/kube-carry-node2"); err != nil {
 		t.Fatal(err)
 	}
 	if got := cgroupLeftovers("/kube-carry-node2"); len(got) != 0 {
@@ -183,17 +183,17 @@ func TestCgroupRootIsCreatedInEveryHierarchyAndRemoved(t *testing.T) {
 func TestRunningIgnoresStaleAndReusedPids(t *testing.T) {
 	c := &Cluster{Dir: t.TempDir()}
 	os.MkdirAll(filepath.Join(c.Dir, "run"), 0o755)
-	if _, ok := c.running("x"); ok {
+	if _, ok := c.Running("x"); ok {
 		t.Error("no pid file, yet running")
 	}
 	// Our own pid with a wrong start time is a reused pid, not the daemon.
 	os.WriteFile(c.pidFile("x"), []byte(strings.Join([]string{strconv.Itoa(os.Getpid()), "1"}, " ")), 0o644)
-	if _, ok := c.running("x"); ok {
+	if _, ok := c.Running("x"); ok {
 		t.Error("a pid with another start time counts as running")
 	}
 	st, _ := startTime(os.Getpid())
 	os.WriteFile(c.pidFile("x"), []byte(strconv.Itoa(os.Getpid())+" "+st), 0o644)
-	if pid, ok := c.running("x"); !ok || pid != os.Getpid() {
+	if pid, ok := c.Running("x"); !ok || pid != os.Getpid() {
 		t.Error("the recorded process is not seen as running")
 	}
 }
@@ -204,7 +204,7 @@ func TestPortFreeNamesTheBusyPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	err = portFree(l.Addr().String())
+	err = PortFree(l.Addr().String())
 	if err == nil || !strings.Contains(err.Error(), l.Addr().String()+" is in use") {
 		t.Errorf("portFree: %v", err)
 	}
@@ -296,5 +296,21 @@ func TestSlowRegistryDelaysManifestsAndAliasesTags(t *testing.T) {
 	resp.Body.Close()
 	if strings.TrimSpace(string(body)) != "1" {
 		t.Errorf("requests for the tag: %q", body)
+	}
+}
+
+// A package named by a file it provides (a header, not a program) counts as
+// installed when the file exists: nothing is installed then.
+func TestInstallPackagesChecksFilesByPath(t *testing.T) {
+	header := filepath.Join(t.TempDir(), "seccomp.h")
+	if err := os.WriteFile(header, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	if err := InstallPackages(&log, map[string]string{header: "libseccomp-dev", "sh": "dash"}); err != nil {
+		t.Fatal(err)
+	}
+	if log.Len() != 0 {
+		t.Errorf("installed packages for files that exist: %s", log.String())
 	}
 }

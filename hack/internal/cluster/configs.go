@@ -23,7 +23,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
-func registryConfig(storage, addr string) string {
+func RegistryConfig(storage, addr string) string {
 	return fmt.Sprintf(`version: 0.1
 log:
   level: info
@@ -39,11 +39,11 @@ http:
 `, storage, addr)
 }
 
-func containerdConfig(n node) string { return containerdConfigWith(n, RegistryAddr, SlowRegistryAddr) }
+func containerdConfig(n Node) string { return ContainerdConfigWith(n, RegistryAddr, SlowRegistryAddr) }
 
-// containerdConfigWith is a node's containerd configuration with its sandbox image
+// ContainerdConfigWith is a node's containerd configuration with its sandbox image
 // from registry, which it reaches over plain HTTP, as it does slow.
-func containerdConfigWith(n node, registry, slow string) string {
+func ContainerdConfigWith(n Node, registry, slow string) string {
 	// The second node's runc keeps its state apart from the first's (runc's
 	// default root is per namespace, and both containerds use k8s.io).
 	runcRoot := ""
@@ -85,14 +85,14 @@ state = %[2]q
     endpoint = ["http://%[7]s"]
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."%[8]s"]
     endpoint = ["http://%[8]s"]
-`, n.path("containerd", "root"), n.path("containerd", "state"), n.containerdSocket(),
+`, n.path("containerd", "root"), n.path("containerd", "state"), n.ContainerdSocket(),
 		n.path("containerd", "opt"), images.Names{Registry: registry}.Pause(),
 		n.path("cni", "net.d"), registry, slow, runcRoot)
 }
 
-// cniConfig is a bridge of the node's own with host-local addresses; no
+// CNIConfig is a bridge of the node's own with host-local addresses; no
 // masquerading, so the cluster leaves no firewall rules behind.
-func cniConfig(n node) string {
+func CNIConfig(n Node) string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "kube-carry%s",
@@ -111,10 +111,10 @@ func cniConfig(n node) string {
     }
   ]
 }
-`, n.suffix, n.bridge, n.subnet, n.path("cni", "ipam"))
+`, n.suffix, n.Bridge, n.Subnet, n.path("cni", "ipam"))
 }
 
-func kubeletConfig(c *Cluster, n node) string {
+func kubeletConfig(c *Cluster, n Node) string {
 	var gates strings.Builder
 	for _, g := range c.gates {
 		name, value, _ := strings.Cut(g, "=")
@@ -163,9 +163,9 @@ imageGCLowThresholdPercent: 96
 serializeImagePulls: false
 maxParallelImagePulls: 3
 featureGates:
-%s`, n.port, n.healthzPort, own.String(),
-		n.containerdSocket(), c.path("pki", "kubelet"+n.suffix+"-serving.crt"), c.path("pki", "kubelet"+n.suffix+"-serving.key"),
-		c.path("pki", "ca.crt"), gates.String())
+%s`, n.Port, n.HealthzPort, own.String(),
+		n.ContainerdSocket(), c.Path("pki", "kubelet"+n.suffix+"-serving.crt"), c.Path("pki", "kubelet"+n.suffix+"-serving.key"),
+		c.Path("pki", "ca.crt"), gates.String())
 }
 
 // RepoList is the e2e framework's image repository list (KUBE_TEST_REPO_LIST) that

@@ -51,13 +51,13 @@ var Helpers = []string{"vpa-updater", "vpa-admission-controller", "vpa-recommend
 func (c *Cluster) Down(ctx context.Context) error {
 	var errs []error
 	for _, name := range Helpers {
-		errs = append(errs, c.stop(name, 10*time.Second))
+		errs = append(errs, c.Stop(name, 10*time.Second))
 	}
-	for _, n := range c.allNodes() {
+	for _, n := range c.AllNodes() {
 		errs = append(errs, c.DownNode(ctx, n, false))
 	}
 	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slow-registry", "registry"} {
-		errs = append(errs, c.stop(name, 15*time.Second))
+		errs = append(errs, c.Stop(name, 15*time.Second))
 	}
 	errs = append(errs, c.unmountAll())
 	if err := errors.Join(errs...); err != nil {
@@ -66,7 +66,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 	if left := c.Leftovers(); len(left) > 0 {
 		return fmt.Errorf("the cluster left these behind:\n  %s", strings.Join(left, "\n  "))
 	}
-	c.logf("the cluster is down; nothing is left running, mounted or linked (state stays in %s)", c.rel(c.Dir))
+	c.Logf("the cluster is down; nothing is left running, mounted or linked (state stays in %s)", c.Rel(c.Dir))
 	return nil
 }
 
@@ -77,8 +77,8 @@ func (c *Cluster) DownSecondNode(ctx context.Context) error {
 	if err := c.DownNode(ctx, n, true); err != nil {
 		return err
 	}
-	left := c.nodeLeftovers(n)
-	for _, mp := range mountsUnder(n.dir) {
+	left := c.NodeLeftovers(n)
+	for _, mp := range MountsUnder(n.Dir) {
 		left = append(left, "mount "+mp)
 	}
 	if len(left) > 0 {
@@ -92,27 +92,27 @@ func (c *Cluster) DownSecondNode(ctx context.Context) error {
 // runs: a NotReady node would hold up the e2e tests of a later single-node run),
 // its cgroups and its /etc/hosts line. unmount also unmounts what is left under
 // the node's folder (Down unmounts the whole cluster folder afterwards).
-func (c *Cluster) DownNode(ctx context.Context, n node, unmount bool) error {
+func (c *Cluster) DownNode(ctx context.Context, n Node, unmount bool) error {
 	var errs []error
-	errs = append(errs, c.stop("kubelet"+n.suffix, 20*time.Second))
+	errs = append(errs, c.Stop("kubelet"+n.suffix, 20*time.Second))
 	if n.suffix != "" {
-		errs = append(errs, c.deleteNode(ctx, n.name))
+		errs = append(errs, c.deleteNode(ctx, n.Name))
 	}
-	if _, ok := c.running("containerd" + n.suffix); ok {
-		errs = append(errs, c.removeSandboxes(ctx, n))
+	if _, ok := c.Running("containerd" + n.suffix); ok {
+		errs = append(errs, c.RemoveSandboxes(ctx, n))
 	}
-	errs = append(errs, c.stop("containerd"+n.suffix, 10*time.Second))
-	errs = append(errs, c.killShims(n))
+	errs = append(errs, c.Stop("containerd"+n.suffix, 10*time.Second))
+	errs = append(errs, c.KillShims(n))
 	if unmount {
-		errs = append(errs, unmountUnder(n.dir))
+		errs = append(errs, UnmountUnder(n.Dir))
 	}
-	if linkExists(n.bridge) {
-		if out, err := exec.Command("ip", "link", "delete", n.bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", n.bridge, err, out))
+	if LinkExists(n.Bridge) {
+		if out, err := exec.Command("ip", "link", "delete", n.Bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", n.Bridge, err, out))
 		}
 	}
 	if n.suffix != "" {
-		errs = append(errs, removeCgroupRoot(n.cgroupRoot))
+		errs = append(errs, RemoveCgroupRoot(n.cgroupRoot))
 		errs = append(errs, removeHostsEntries(hostsFile))
 	}
 	return errors.Join(errs...)
@@ -120,7 +120,7 @@ func (c *Cluster) DownNode(ctx context.Context, n node, unmount bool) error {
 
 // deleteNode deletes a Node object, if the apiserver runs and the Node exists.
 func (c *Cluster) deleteNode(ctx context.Context, name string) error {
-	if _, ok := c.running("kube-apiserver"); !ok {
+	if _, ok := c.Running("kube-apiserver"); !ok {
 		return nil
 	}
 	cs, err := c.Client()
@@ -135,12 +135,12 @@ func (c *Cluster) deleteNode(ctx context.Context, name string) error {
 	return nil
 }
 
-// removeSandboxes stops and removes every pod sandbox of a node through the CRI, so
+// RemoveSandboxes stops and removes every pod sandbox of a node through the CRI, so
 // that containerd tears down their containers, mounts and network namespaces.
-func (c *Cluster) removeSandboxes(ctx context.Context, n node) error {
+func (c *Cluster) RemoveSandboxes(ctx context.Context, n Node) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	conn, err := grpc.NewClient("unix://"+n.containerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -161,18 +161,18 @@ func (c *Cluster) removeSandboxes(ctx context.Context, n node) error {
 		}
 	}
 	if len(resp.Items) > 0 {
-		c.logf("%-24s removed %d pod sandboxes", "containerd"+n.suffix, len(resp.Items))
+		c.Logf("%-24s removed %d pod sandboxes", "containerd"+n.suffix, len(resp.Items))
 	}
 	return errors.Join(errs...)
 }
 
 // shims lists the containerd shims serving a node's containerd.
-func (c *Cluster) shims(n node) []int {
-	return processesWith("containerd-shim", n.containerdSocket())
+func (c *Cluster) shims(n Node) []int {
+	return ProcessesWith("containerd-shim", n.ContainerdSocket())
 }
 
-// processesWith lists the live processes whose command line contains every one of parts.
-func processesWith(parts ...string) []int {
+// ProcessesWith lists the live processes whose command line contains every one of parts.
+func ProcessesWith(parts ...string) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -195,19 +195,19 @@ func processesWith(parts ...string) []int {
 	return pids
 }
 
-func (c *Cluster) killShims(n node) error {
+func (c *Cluster) KillShims(n Node) error {
 	var errs []error
 	for _, pid := range c.shims(n) {
-		errs = append(errs, killAndWait(pid, 5*time.Second))
+		errs = append(errs, KillAndWait(pid, 5*time.Second))
 	}
 	return errors.Join(errs...)
 }
 
 // mounts lists the mount points under the cluster folder, deepest first.
-func (c *Cluster) mounts() []string { return mountsUnder(c.Dir) }
+func (c *Cluster) mounts() []string { return MountsUnder(c.Dir) }
 
-// mountsUnder lists the mount points under dir, deepest first.
-func mountsUnder(dir string) []string {
+// MountsUnder lists the mount points under dir, deepest first.
+func MountsUnder(dir string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -234,11 +234,11 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-func (c *Cluster) unmountAll() error { return unmountUnder(c.Dir) }
+func (c *Cluster) unmountAll() error { return UnmountUnder(c.Dir) }
 
-func unmountUnder(dir string) error {
+func UnmountUnder(dir string) error {
 	var errs []error
-	for _, mp := range mountsUnder(dir) {
+	for _, mp := range MountsUnder(dir) {
 		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", mp, err))
 		}
@@ -246,7 +246,7 @@ func unmountUnder(dir string) error {
 	return errors.Join(errs...)
 }
 
-func linkExists(name string) bool {
+func LinkExists(name string) bool {
 	_, err := os.Stat(filepath.Join("/sys/class/net", name))
 	return err == nil
 }
@@ -257,12 +257,12 @@ func linkExists(name string) bool {
 func (c *Cluster) Leftovers() []string {
 	var left []string
 	for _, name := range append([]string{"registry", "slow-registry", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}, Helpers...) {
-		if pid, ok := c.running(name); ok {
+		if pid, ok := c.Running(name); ok {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
 		}
 	}
-	for _, n := range c.allNodes() {
-		left = append(left, c.nodeLeftovers(n)...)
+	for _, n := range c.AllNodes() {
+		left = append(left, c.NodeLeftovers(n)...)
 	}
 	for _, mp := range c.mounts() {
 		left = append(left, "mount "+mp)
@@ -270,22 +270,22 @@ func (c *Cluster) Leftovers() []string {
 	return left
 }
 
-// nodeLeftovers lists what of a node is still on the machine but its mounts
+// NodeLeftovers lists what of a node is still on the machine but its mounts
 // (which Leftovers lists for the whole cluster folder).
-func (c *Cluster) nodeLeftovers(n node) []string {
+func (c *Cluster) NodeLeftovers(n Node) []string {
 	var left []string
 	for _, name := range []string{"containerd" + n.suffix, "kubelet" + n.suffix} {
-		if pid, ok := c.running(name); ok {
+		if pid, ok := c.Running(name); ok {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
 		}
 	}
 	for _, pid := range c.shims(n) {
 		left = append(left, fmt.Sprintf("process containerd-shim of containerd%s (pid %d)", n.suffix, pid))
 	}
-	if linkExists(n.bridge) {
-		left = append(left, "network device "+n.bridge)
+	if LinkExists(n.Bridge) {
+		left = append(left, "network device "+n.Bridge)
 	}
-	if entries, err := os.ReadDir("/sys/class/net/" + n.bridge + "/brif"); err == nil {
+	if entries, err := os.ReadDir("/sys/class/net/" + n.Bridge + "/brif"); err == nil {
 		for _, e := range entries {
 			left = append(left, "network device "+e.Name())
 		}
@@ -306,8 +306,8 @@ func (c *Cluster) nodeLeftovers(n node) []string {
 // left there (the namespaces of an earlier end-to-end test, still being deleted,
 // whose pods the node counts until they are gone).
 func (c *Cluster) emptyEtcd() error {
-	if _, ok := c.running("etcd"); ok {
+	if _, ok := c.Running("etcd"); ok {
 		return fmt.Errorf("etcd of the local cluster is running: make cluster-down first")
 	}
-	return os.RemoveAll(c.path("etcd"))
+	return os.RemoveAll(c.Path("etcd"))
 }

@@ -82,7 +82,7 @@ type run struct{ start, signal, end int64 }
 type featureAPIProcesses struct {
 	t       *testing.T
 	c       *Cluster
-	pki     *pki
+	pki     *PKI
 	servers []*apiserverProc
 }
 
@@ -254,7 +254,7 @@ func newFeatureAPIProcesses(t *testing.T, root string) *featureAPIProcesses {
 	p := &featureAPIProcesses{
 		t:   t,
 		c:   &Cluster{Dir: dir, Bin: filepath.Join(root, "_output", "bin"), Timeout: 2 * time.Minute, Log: testWriter{t}, base: root},
-		pki: &pki{dir: filepath.Join(dir, "pki")},
+		pki: &PKI{Dir: filepath.Join(dir, "pki")},
 	}
 	if _, err := os.Stat(filepath.Join(p.c.Bin, "kube-apiserver")); err != nil {
 		t.Fatalf("no kube-apiserver binary (make builds it): %v", err)
@@ -265,7 +265,7 @@ func newFeatureAPIProcesses(t *testing.T, root string) *featureAPIProcesses {
 	// Cleanups run last first: the processes stop before the folder goes.
 	t.Cleanup(func() {
 		for _, name := range []string{"kube-apiserver-1", "kube-apiserver-2", "kube-apiserver-3", "etcd"} {
-			if err := p.c.stop(name, 20*time.Second); err != nil {
+			if err := p.c.Stop(name, 20*time.Second); err != nil {
 				t.Error(err)
 			}
 		}
@@ -276,26 +276,26 @@ func newFeatureAPIProcesses(t *testing.T, root string) *featureAPIProcesses {
 		}
 	})
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
-	if err := p.pki.ensureCA(); err != nil {
+	if err := p.pki.EnsureCA(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.pki.leaf("apiserver", "kube-apiserver", nil, x509.ExtKeyUsageServerAuth, []string{"localhost"}, loop); err != nil {
+	if err := p.pki.Leaf("apiserver", "kube-apiserver", nil, x509.ExtKeyUsageServerAuth, []string{"localhost"}, loop); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.pki.leaf("admin", "kube-carry-admin", []string{"system:masters"}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+	if err := p.pki.Leaf("admin", "kube-carry-admin", []string{"system:masters"}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.pki.serviceAccountKey(); err != nil {
+	if err := p.pki.ServiceAccountKey(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.c.start(context.Background(), etcdDaemon(filepath.Join(dir, "etcd"), procEtcdClient, procEtcdPeer)); err != nil {
+	if err := p.c.Start(context.Background(), EtcdDaemon(filepath.Join(dir, "etcd"), procEtcdClient, procEtcdPeer)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 3; i++ {
 		s := &apiserverProc{host: fmt.Sprintf("host-%d", i), port: strconv.Itoa(16442 + i)}
 		s.identity = apiserverIdentity(s.host)
 		kubeconfig := filepath.Join(dir, s.host+".kubeconfig")
-		if err := p.pki.kubeconfig(kubeconfig, "https://127.0.0.1:"+s.port, "admin"); err != nil {
+		if err := p.pki.Kubeconfig(kubeconfig, "https://127.0.0.1:"+s.port, "admin"); err != nil {
 			t.Fatal(err)
 		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -368,7 +368,7 @@ func (p *featureAPIProcesses) name(s *apiserverProc) string {
 }
 
 func (p *featureAPIProcesses) running(s *apiserverProc) bool {
-	_, ok := p.c.running(p.name(s))
+	_, ok := p.c.Running(p.name(s))
 	return ok
 }
 
@@ -391,7 +391,7 @@ func (p *featureAPIProcesses) start(ctx context.Context, s *apiserverProc, extra
 		// Neither the gate nor the API exist at 1.35.
 		gates, runtimeConfig = nil, "--runtime-config="
 	}
-	pki := p.pki.path
+	PKI := p.pki.Path
 	args := []string{
 		// Its own UTS namespace and host name: the identity is a hash of it.
 		"unshare", "--uts", "--", "sh", "-c", `echo "$0" >/proc/sys/kernel/hostname && exec "$@"`, s.host,
@@ -401,18 +401,18 @@ func (p *featureAPIProcesses) start(ctx context.Context, s *apiserverProc, extra
 		// JSON in etcd, and no compaction: the test reads every revision of
 		// the Feature from etcd's history.
 		"--storage-media-type=application/json", "--etcd-compaction-interval=0",
-		"--client-ca-file=" + pki("ca.crt"),
-		"--tls-cert-file=" + pki("apiserver.crt"), "--tls-private-key-file=" + pki("apiserver.key"),
-		"--service-account-key-file=" + pki("sa.key"), "--service-account-signing-key-file=" + pki("sa.key"),
+		"--client-ca-file=" + PKI("ca.crt"),
+		"--tls-cert-file=" + PKI("apiserver.crt"), "--tls-private-key-file=" + PKI("apiserver.key"),
+		"--service-account-key-file=" + PKI("sa.key"), "--service-account-signing-key-file=" + PKI("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount",
 		"--endpoint-reconciler-type=none",
 		"--feature-gates=" + strings.Join(gates, ","), runtimeConfig,
 	}
 	args = append(args, flags...)
 	startRev := p.etcdRevision(ctx)
-	err := p.c.start(ctx, daemon{name: p.name(s), port: "127.0.0.1:" + s.port, args: args, healthy: func(ctx context.Context, _ time.Time) error {
+	err := p.c.Start(ctx, Daemon{Name: p.name(s), Port: "127.0.0.1:" + s.port, Args: args, Healthy: func(ctx context.Context, _ time.Time) error {
 		if _, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
 			return err
 		}
@@ -428,7 +428,7 @@ func (p *featureAPIProcesses) start(ctx context.Context, s *apiserverProc, extra
 // stop sends SIGTERM and waits until the process has exited.
 func (p *featureAPIProcesses) stop(s *apiserverProc) {
 	s.runs[len(s.runs)-1].signal = p.etcdRevision(context.Background())
-	if err := p.c.stop(p.name(s), shutdownDelay+30*time.Second); err != nil {
+	if err := p.c.Stop(p.name(s), shutdownDelay+30*time.Second); err != nil {
 		p.t.Error(err)
 	}
 	s.runs[len(s.runs)-1].end = p.etcdRevision(context.Background())

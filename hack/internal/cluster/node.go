@@ -29,20 +29,20 @@ import (
 	"strings"
 )
 
-// node is one kubelet of the cluster with a containerd, a pod network and files of
+// Node is one kubelet of the cluster with a containerd, a pod network and files of
 // its own. The first node keeps the cluster folder's layout; an opt-in second node
 // (Cluster.Nodes = 2) runs on the same machine with everything of its own: node
 // name, root dir, ports, cgroupRoot, containerd (a kubelet kills the pods of its
 // runtime that it does not know), CNI bridge and pod subnet, client certificate.
-type node struct {
-	name string // the Node's name
+type Node struct {
+	Name string // the Node's name
 	// suffix names its daemons, certificates and logs: "" for the first node.
 	suffix string
-	// dir holds its containerd, kubelet and CNI state: the cluster folder for
+	// Dir holds its containerd, kubelet and CNI state: the cluster folder for
 	// the first node, a folder inside it for the second.
-	dir               string
-	port, healthzPort int
-	bridge, subnet    string
+	Dir               string
+	Port, HealthzPort int
+	Bridge, Subnet    string
 	// cgroupRoot is the kubelet's cgroupRoot, "" for the kubelet's default (/).
 	cgroupRoot string
 }
@@ -52,40 +52,40 @@ type node struct {
 // (unless the name resolves to loopback already) and down removes.
 func SecondNodeName() string { return NodeName() + "-2" }
 
-func (c *Cluster) firstNode() node {
-	return node{name: NodeName(), dir: c.Dir, port: 10250, healthzPort: 10248, bridge: bridgeName, subnet: podSubnet}
+func (c *Cluster) firstNode() Node {
+	return Node{Name: NodeName(), Dir: c.Dir, Port: 10250, HealthzPort: 10248, Bridge: bridgeName, Subnet: podSubnet}
 }
 
-func (c *Cluster) secondNode() node {
-	return node{
-		name: SecondNodeName(), suffix: "-node2", dir: c.path("node2"),
-		port: 10350, healthzPort: 10348,
-		bridge: "carry1", subnet: "10.88.1.0/24",
+func (c *Cluster) secondNode() Node {
+	return Node{
+		Name: SecondNodeName(), suffix: "-node2", Dir: c.Path("node2"),
+		Port: 10350, HealthzPort: 10348,
+		Bridge: "carry1", Subnet: "10.88.1.0/24",
 		cgroupRoot: "/kube-carry-node2",
 	}
 }
 
 // nodes are the nodes Up starts.
-func (c *Cluster) nodes() []node {
+func (c *Cluster) nodes() []Node {
 	if c.Nodes >= 2 {
-		return []node{c.firstNode(), c.secondNode()}
+		return []Node{c.firstNode(), c.secondNode()}
 	}
-	return []node{c.firstNode()}
+	return []Node{c.firstNode()}
 }
 
-// allNodes are the nodes Down stops and Leftovers checks, whatever Up started.
-func (c *Cluster) allNodes() []node { return []node{c.firstNode(), c.secondNode()} }
+// AllNodes are the nodes Down stops and Leftovers checks, whatever Up started.
+func (c *Cluster) AllNodes() []Node { return []Node{c.firstNode(), c.secondNode()} }
 
-func (n node) path(elem ...string) string {
-	return filepath.Join(append([]string{n.dir}, elem...)...)
+func (n Node) path(elem ...string) string {
+	return filepath.Join(append([]string{n.Dir}, elem...)...)
 }
 
-func (n node) containerdSocket() string { return n.path("run", "containerd.sock") }
-func (n node) kubeletAddr() string      { return "127.0.0.1:" + strconv.Itoa(n.port) }
-func (n node) healthzAddr() string      { return "127.0.0.1:" + strconv.Itoa(n.healthzPort) }
+func (n Node) ContainerdSocket() string { return n.path("run", "containerd.sock") }
+func (n Node) kubeletAddr() string      { return "127.0.0.1:" + strconv.Itoa(n.Port) }
+func (n Node) healthzAddr() string      { return "127.0.0.1:" + strconv.Itoa(n.HealthzPort) }
 
 // kubeconfig is the kubelet's kubeconfig (the first node's stays where it was).
-func (n node) kubeconfig() string { return n.path("kubelet" + n.suffix + ".kubeconfig") }
+func (n Node) kubeconfig() string { return n.path("kubelet" + n.suffix + ".kubeconfig") }
 
 // The hosts file that makes the second node's name resolve, and the marker of
 // the line up adds to it.
@@ -228,10 +228,10 @@ func createCgroupRoot(root string) error {
 	return nil
 }
 
-// removeCgroupRoot removes the node's cgroupRoot and the cgroups the kubelet made
+// RemoveCgroupRoot removes the node's cgroupRoot and the cgroups the kubelet made
 // in it (the kubepods and QoS cgroups), deepest first. Their processes must be
 // gone (containerd and its shims stopped).
-func removeCgroupRoot(root string) error {
+func RemoveCgroupRoot(root string) error {
 	var errs []error
 	for _, dir := range cgroupDirs(root) {
 		var dirs []string

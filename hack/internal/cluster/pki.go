@@ -38,18 +38,18 @@ import (
 	"k8s.io/client-go/util/keyutil"
 )
 
-// pki creates the cluster's certificates once and reuses them afterwards.
-type pki struct {
-	dir    string
+// PKI creates the cluster's certificates once and reuses them afterwards.
+type PKI struct {
+	Dir    string
 	caCert *x509.Certificate
 	caKey  crypto.Signer
 }
 
-func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+func (p *PKI) Path(name string) string { return filepath.Join(p.Dir, name) }
 
-// ensureCA loads the cluster CA or creates it.
-func (p *pki) ensureCA() error {
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+// EnsureCA loads the cluster CA or creates it.
+func (p *PKI) EnsureCA() error {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return err
 	}
 	if c, k, err := p.load("ca"); err == nil {
@@ -70,12 +70,12 @@ func (p *pki) ensureCA() error {
 	return p.write("ca", c, key)
 }
 
-func (p *pki) load(name string) (*x509.Certificate, crypto.Signer, error) {
-	certs, err := cert.CertsFromFile(p.path(name + ".crt"))
+func (p *PKI) load(name string) (*x509.Certificate, crypto.Signer, error) {
+	certs, err := cert.CertsFromFile(p.Path(name + ".crt"))
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := keyutil.PrivateKeyFromFile(p.path(name + ".key"))
+	key, err := keyutil.PrivateKeyFromFile(p.Path(name + ".key"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,24 +86,24 @@ func (p *pki) load(name string) (*x509.Certificate, crypto.Signer, error) {
 	return certs[0], signer, nil
 }
 
-func (p *pki) write(name string, c *x509.Certificate, key crypto.Signer) error {
+func (p *PKI) write(name string, c *x509.Certificate, key crypto.Signer) error {
 	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return err
 	}
-	if err := keyutil.WriteKey(p.path(name+".key"), keyPEM); err != nil {
+	if err := keyutil.WriteKey(p.Path(name+".key"), keyPEM); err != nil {
 		return err
 	}
 	certPEM, err := cert.EncodeCertificates(c)
 	if err != nil {
 		return err
 	}
-	return cert.WriteCert(p.path(name+".crt"), certPEM)
+	return cert.WriteCert(p.Path(name+".crt"), certPEM)
 }
 
-// leaf creates (once) a certificate signed by the CA.
-func (p *pki) leaf(name, cn string, orgs []string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) error {
-	if _, err := os.Stat(p.path(name + ".crt")); err == nil {
+// Leaf creates (once) a certificate signed by the CA.
+func (p *PKI) Leaf(name, cn string, orgs []string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) error {
+	if _, err := os.Stat(p.Path(name + ".crt")); err == nil {
 		return nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -135,10 +135,10 @@ func (p *pki) leaf(name, cn string, orgs []string, usage x509.ExtKeyUsage, dns [
 	return p.write(name, c, key)
 }
 
-// serviceAccountKey creates the key that signs service account tokens; the
+// ServiceAccountKey creates the key that signs service account tokens; the
 // apiserver reads the public half from the same file.
-func (p *pki) serviceAccountKey() error {
-	if _, err := os.Stat(p.path("sa.key")); err == nil {
+func (p *PKI) ServiceAccountKey() error {
+	if _, err := os.Stat(p.Path("sa.key")); err == nil {
 		return nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -149,14 +149,14 @@ func (p *pki) serviceAccountKey() error {
 	if err != nil {
 		return err
 	}
-	return keyutil.WriteKey(p.path("sa.key"), keyPEM)
+	return keyutil.WriteKey(p.Path("sa.key"), keyPEM)
 }
 
-// kubeconfig writes a kubeconfig that authenticates with the named client certificate.
-func (p *pki) kubeconfig(path, server, name string) error {
+// Kubeconfig writes a kubeconfig that authenticates with the named client certificate.
+func (p *PKI) Kubeconfig(path, server, name string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kube-carry"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.path("ca.crt")}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(name + ".crt"), ClientKey: p.path(name + ".key")}
+	cfg.Clusters["kube-carry"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.Path("ca.crt")}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: p.Path(name + ".crt"), ClientKey: p.Path(name + ".key")}
 	cfg.Contexts["kube-carry"] = &clientcmdapi.Context{Cluster: "kube-carry", AuthInfo: name}
 	cfg.CurrentContext = "kube-carry"
 	return clientcmd.WriteToFile(*cfg, path)

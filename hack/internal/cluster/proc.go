@@ -30,25 +30,25 @@ import (
 	"time"
 )
 
-// daemon is one process the cluster runs, with its pid file and log under the cluster folder.
-type daemon struct {
-	name string
-	args []string // argv, args[0] is the binary
+// Daemon is one process the cluster runs, with its pid file and log under the cluster folder.
+type Daemon struct {
+	Name string
+	Args []string // argv, Args[0] is the binary
 	env  []string
-	// port the daemon listens on, checked before it starts ("" for none).
-	port string
-	// healthy reports whether the daemon serves; started is when this run started
+	// Port the daemon listens on, checked before it starts ("" for none).
+	Port string
+	// Healthy reports whether the daemon serves; started is when this run started
 	// it (zero when it was running already). nil when starting is enough.
-	healthy func(ctx context.Context, started time.Time) error
+	Healthy func(ctx context.Context, started time.Time) error
 }
 
 func (c *Cluster) pidFile(name string) string { return filepath.Join(c.Dir, "run", name+".pid") }
 func (c *Cluster) logFile(name string) string { return filepath.Join(c.Dir, "logs", name+".log") }
 
-// running returns the pid of the daemon when its recorded process is alive and is
+// Running returns the pid of the daemon when its recorded process is alive and is
 // still the process this cluster started: the pid file records the pid with its
 // start time, so a reused pid is not mistaken for the daemon.
-func (c *Cluster) running(name string) (int, bool) {
+func (c *Cluster) Running(name string) (int, bool) {
 	data, err := os.ReadFile(c.pidFile(name))
 	if err != nil {
 		return 0, false
@@ -81,102 +81,102 @@ func startTime(pid int) (string, bool) {
 	return fields[19], true
 }
 
-// start starts the daemon unless it already runs, then waits until it is healthy.
-func (c *Cluster) start(ctx context.Context, d daemon) error {
-	if pid, ok := c.running(d.name); ok {
-		c.logf("%-24s already running (pid %d)", d.name, pid)
+// Start starts the daemon unless it already runs, then waits until it is healthy.
+func (c *Cluster) Start(ctx context.Context, d Daemon) error {
+	if pid, ok := c.Running(d.Name); ok {
+		c.Logf("%-24s already running (pid %d)", d.Name, pid)
 		return c.waitHealthy(ctx, d, time.Time{})
 	}
-	if d.port != "" {
-		if err := portFree(d.port); err != nil {
-			return fmt.Errorf("%s cannot start: %w", d.name, err)
+	if d.Port != "" {
+		if err := PortFree(d.Port); err != nil {
+			return fmt.Errorf("%s cannot start: %w", d.Name, err)
 		}
 	}
-	if _, err := exec.LookPath(d.args[0]); err != nil {
-		return fmt.Errorf("%s: %w", d.name, err)
+	if _, err := exec.LookPath(d.Args[0]); err != nil {
+		return fmt.Errorf("%s: %w", d.Name, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(c.logFile(d.name)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.logFile(d.Name)), 0o755); err != nil {
 		return err
 	}
-	log, err := os.OpenFile(c.logFile(d.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(c.logFile(d.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(d.args[0], d.args[1:]...)
+	cmd := exec.Command(d.Args[0], d.Args[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), d.env...)
 	cmd.Dir = c.Dir
 	// A session of its own: the daemon outlives this command and its terminal.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", d.name, err)
+		return fmt.Errorf("starting %s: %w", d.Name, err)
 	}
 	startedAt := time.Now()
 	pid := cmd.Process.Pid
 	started, _ := startTime(pid)
-	if err := os.WriteFile(c.pidFile(d.name), []byte(fmt.Sprintf("%d %s\n", pid, started)), 0o644); err != nil {
+	if err := os.WriteFile(c.pidFile(d.Name), []byte(fmt.Sprintf("%d %s\n", pid, started)), 0o644); err != nil {
 		return err
 	}
 	// Reap the child if it exits while this command still runs.
 	go cmd.Wait()
-	c.logf("%-24s started (pid %d, log %s)", d.name, pid, c.rel(c.logFile(d.name)))
+	c.Logf("%-24s started (pid %d, log %s)", d.Name, pid, c.Rel(c.logFile(d.Name)))
 	return c.waitHealthy(ctx, d, startedAt)
 }
 
-func (c *Cluster) waitHealthy(ctx context.Context, d daemon, started time.Time) error {
-	if d.healthy == nil {
+func (c *Cluster) waitHealthy(ctx context.Context, d Daemon, started time.Time) error {
+	if d.Healthy == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	var last error
 	for {
-		if _, ok := c.running(d.name); !ok {
-			return fmt.Errorf("%s exited; the last lines of %s:\n%s", d.name, c.logFile(d.name), tail(c.logFile(d.name), 25))
+		if _, ok := c.Running(d.Name); !ok {
+			return fmt.Errorf("%s exited; the last lines of %s:\n%s", d.Name, c.logFile(d.Name), Tail(c.logFile(d.Name), 25))
 		}
-		if last = d.healthy(ctx, started); last == nil {
+		if last = d.Healthy(ctx, started); last == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not become healthy within %s (%v); the last lines of %s:\n%s", d.name, c.Timeout, last, c.logFile(d.name), tail(c.logFile(d.name), 25))
+			return fmt.Errorf("%s did not become healthy within %s (%v); the last lines of %s:\n%s", d.Name, c.Timeout, last, c.logFile(d.Name), Tail(c.logFile(d.Name), 25))
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
 }
 
-// stop stops the daemon: SIGTERM, then SIGKILL after grace.
-func (c *Cluster) stop(name string, grace time.Duration) error {
-	pid, ok := c.running(name)
+// Stop stops the daemon: SIGTERM, then SIGKILL after grace.
+func (c *Cluster) Stop(name string, grace time.Duration) error {
+	pid, ok := c.Running(name)
 	if !ok {
 		os.Remove(c.pidFile(name))
 		return nil
 	}
-	if err := killAndWait(pid, grace); err != nil {
+	if err := KillAndWait(pid, grace); err != nil {
 		return fmt.Errorf("stopping %s: %w", name, err)
 	}
-	c.logf("%-24s stopped", name)
+	c.Logf("%-24s stopped", name)
 	return os.Remove(c.pidFile(name))
 }
 
 // crash kills the daemon with SIGKILL, as a crash would: it runs none of its
 // shutdown.
 func (c *Cluster) crash(name string) error {
-	pid, ok := c.running(name)
+	pid, ok := c.Running(name)
 	if !ok {
 		return fmt.Errorf("%s is not running", name)
 	}
-	if err := killAndWait(pid, 0); err != nil {
+	if err := KillAndWait(pid, 0); err != nil {
 		return fmt.Errorf("killing %s: %w", name, err)
 	}
-	c.logf("%-24s killed", name)
+	c.Logf("%-24s killed", name)
 	return os.Remove(c.pidFile(name))
 }
 
-// killAndWait sends SIGTERM and waits grace for the process to exit, then
+// KillAndWait sends SIGTERM and waits grace for the process to exit, then
 // sends SIGKILL; a grace of zero sends SIGKILL only.
-func killAndWait(pid int, grace time.Duration) error {
+func KillAndWait(pid int, grace time.Duration) error {
 	if grace > 0 {
 		syscall.Kill(pid, syscall.SIGTERM)
 	}
@@ -225,8 +225,8 @@ func threadAlive(stat string) bool {
 	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z' && data[i+2] != 'X'
 }
 
-// portFree fails with a clear message when something listens on host:port already.
-func portFree(addr string) error {
+// PortFree fails with a clear message when something listens on host:port already.
+func PortFree(addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		msg := fmt.Sprintf("%s is in use by another process", addr)
@@ -238,8 +238,8 @@ func portFree(addr string) error {
 	return l.Close()
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"

@@ -286,7 +286,7 @@ func (c *throttledConn) Write(p []byte) (int, error) {
 func removeBurstImages(ctx context.Context, b *testing.B, c *Cluster, ids []string) {
 	b.Helper()
 	ctr := func(args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.firstNode().containerdSocket(), "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.firstNode().ContainerdSocket(), "--namespace", "k8s.io"}, args...)...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
 		}

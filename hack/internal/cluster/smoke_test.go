@@ -47,7 +47,7 @@ func upForTest(ctx context.Context, tb testing.TB) (*Cluster, kubernetes.Interfa
 		tb.Fatal(err)
 	}
 	c := New(root, testWriter{tb})
-	if _, ok := c.running("kube-apiserver"); ok {
+	if _, ok := c.Running("kube-apiserver"); ok {
 		tb.Skip("a local cluster is running already (make cluster-down first); the test needs its ports")
 	}
 	if err := c.emptyEtcd(); err != nil {
@@ -78,13 +78,13 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 	c, cs := upForTest(ctx, t)
 
-	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
+	Node, err := cs.CoreV1().Nodes().Get(ctx, NodeName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := version.ParseSemantic(node.Status.NodeInfo.KubeletVersion)
+	v, err := version.ParseSemantic(Node.Status.NodeInfo.KubeletVersion)
 	if err != nil || !strings.HasPrefix(v.PreRelease(), "carry.") {
-		t.Errorf("kubelet version %q: want valid semver v1.X.Y-carry.N+COMMIT (%v)", node.Status.NodeInfo.KubeletVersion, err)
+		t.Errorf("kubelet version %q: want valid semver v1.X.Y-carry.N+COMMIT (%v)", Node.Status.NodeInfo.KubeletVersion, err)
 	}
 
 	// The default service account appears shortly after the namespace's first use.

@@ -115,15 +115,15 @@ func TestVPANodeScope(t *testing.T) {
 
 	// The cluster: up with two nodes; afterwards down again, or only the second
 	// node when the cluster ran already with one.
-	_, clusterWasUp := c.running("kube-apiserver")
-	_, node2WasUp := c.running("kubelet" + second.suffix)
+	_, clusterWasUp := c.Running("kube-apiserver")
+	_, node2WasUp := c.Running("kubelet" + second.suffix)
 	if !clusterWasUp {
 		if err := c.emptyEtcd(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if clusterWasUp {
-		pid, _ := c.running("kube-apiserver")
+		pid, _ := c.Running("kube-apiserver")
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if !strings.Contains(string(cmdline), "--enable-aggregator-routing=true") {
 			t.Fatal("the running cluster's apiserver has no aggregation layer (started by an earlier version): make cluster-down first")
@@ -148,7 +148,7 @@ func TestVPANodeScope(t *testing.T) {
 	if err := c.Up(ctx); err != nil {
 		t.Fatalf("cluster up: %v", err)
 	}
-	t.Logf("MEASURED cluster up with nodes %s and %s: %s", first.name, second.name, time.Since(start).Round(time.Second))
+	t.Logf("MEASURED cluster up with nodes %s and %s: %s", first.Name, second.Name, time.Since(start).Round(time.Second))
 	cs, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestVPANodeScope(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("namespace %s has no default service account: %v", ns.Name, err)
 	}
-	busyNode, idleNode := second.name, first.name
+	busyNode, idleNode := second.Name, first.Name
 	labels := map[string]string{"app": "agent"}
 	grace := int64(1)
 	ds := &appsv1.DaemonSet{
@@ -271,21 +271,21 @@ func TestVPANodeScope(t *testing.T) {
 
 	// metrics-server, and the aggregation layer's route to it.
 	msAddr := metricsServerHost + ":" + metricsServerPort
-	t.Cleanup(func() { c.stop("metrics-server", 10*time.Second) })
-	if err := c.start(ctx, daemon{
-		name: "metrics-server", port: msAddr,
-		args: []string{metricsServer,
+	t.Cleanup(func() { c.Stop("metrics-server", 10*time.Second) })
+	if err := c.Start(ctx, Daemon{
+		Name: "metrics-server", Port: msAddr,
+		Args: []string{metricsServer,
 			"--kubeconfig=" + c.Kubeconfig(),
 			"--authentication-kubeconfig=" + c.Kubeconfig(), "--authorization-kubeconfig=" + c.Kubeconfig(),
 			"--bind-address=" + metricsServerHost, "--secure-port=" + metricsServerPort,
-			"--cert-dir=" + c.path("metrics-server"),
+			"--cert-dir=" + c.Path("metrics-server"),
 			// Kubelets by host name (their addresses are loopback) and their
 			// own ports; their serving certificates are checked against the
 			// cluster CA of the kubeconfig.
 			"--kubelet-preferred-address-types=Hostname", "--kubelet-use-node-status-port",
 			"--metric-resolution=15s",
 		},
-		healthy: httpsOK("https://" + msAddr + "/readyz"),
+		Healthy: httpsOK("https://" + msAddr + "/readyz"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -398,11 +398,11 @@ spec:
 		return podCPURequest(resized).Cmp(*podCPURequest(before[busyNode])) != 0 && applied != nil && applied.Cmp(*podCPURequest(resized)) == 0, nil
 	}); err != nil {
 		t.Fatalf("the updater did not resize the busy node's pod %s (request %s, its node's recommendation %v): %v; updater log %s:\n%s",
-			before[busyNode].Name, podCPURequest(before[busyNode]).String(), recs[busyNode], err, c.logFile("vpa-updater"), tail(c.logFile("vpa-updater"), 30))
+			before[busyNode].Name, podCPURequest(before[busyNode]).String(), recs[busyNode], err, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
 	}
 	if resized.UID != before[busyNode].UID {
 		t.Fatalf("the updater replaced the busy node's pod %s by %s instead of resizing it in place; updater log %s:\n%s",
-			before[busyNode].Name, resized.Name, c.logFile("vpa-updater"), tail(c.logFile("vpa-updater"), 30))
+			before[busyNode].Name, resized.Name, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
 	}
 	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	t.Logf("MEASURED the updater resized %s (busy node) in place %s after the per-node recommendations: cpu request %s, actuated %s (node target %s)",
@@ -631,7 +631,7 @@ type vpaComponents struct {
 	cs          kubernetes.Interface
 	bin, ns     string
 	kubeconfigs map[string]string // daemon -> kubeconfig of its service account
-	webhookPKI  *pki
+	webhookPKI  *PKI
 	logStart    map[string]int64 // daemon -> size of its log before the test
 }
 
@@ -666,7 +666,7 @@ func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernet
 		cleanup("", "delete", "--ignore-not-found", "-n", vpaNamespace, "lease/vpa-admission-controller")
 	})
 
-	dir := c.path("vpa-e2e")
+	dir := c.Path("vpa-e2e")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -705,14 +705,14 @@ func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernet
 		}
 	}
 
-	v.webhookPKI = &pki{dir: dir}
-	ca := &pki{dir: c.path("pki")}
-	if err := ca.ensureCA(); err != nil {
+	v.webhookPKI = &PKI{Dir: dir}
+	ca := &PKI{Dir: c.Path("pki")}
+	if err := ca.EnsureCA(); err != nil {
 		t.Fatal(err)
 	}
 	v.webhookPKI.caCert, v.webhookPKI.caKey = ca.caCert, ca.caKey
 	svc := "vpa-webhook." + vpaNamespace + ".svc"
-	if err := v.webhookPKI.leaf("vpa-webhook", svc, nil, x509.ExtKeyUsageServerAuth, []string{svc, svc + ".cluster.local"}, nil); err != nil {
+	if err := v.webhookPKI.Leaf("vpa-webhook", svc, nil, x509.ExtKeyUsageServerAuth, []string{svc, svc + ".cluster.local"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	route := fmt.Sprintf(`apiVersion: v1
@@ -745,33 +745,33 @@ ports:
 	return v
 }
 
-func (v *vpaComponents) daemon(name string, gate bool) daemon {
+func (v *vpaComponents) daemon(name string, gate bool) Daemon {
 	args := []string{"--kubeconfig=" + v.kubeconfigs[name], fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", gate),
 		"--vpa-object-namespace=" + v.ns, "--v=4"}
 	// As deploy/'s Deployments set it: the namespace of the status Lease.
 	env := []string{"NAMESPACE=" + vpaNamespace}
 	switch name {
 	case "vpa-recommender":
-		return daemon{name: name, port: recommenderAddr, env: env,
-			args: append([]string{filepath.Join(v.bin, "recommender")}, append(args,
+		return Daemon{Name: name, Port: recommenderAddr, env: env,
+			Args: append([]string{filepath.Join(v.bin, "recommender")}, append(args,
 				"--recommender-interval="+recommenderInterval.String(),
 				"--node-scope-min-history="+e2eMinNodeHistory.String(),
 				// Checkpoints of a deleted VPA go in the next loop, not after 10 minutes.
 				"--checkpoints-gc-interval="+recommenderInterval.String(),
 				"--address="+recommenderAddr)...),
-			healthy: httpOK("http://" + recommenderAddr + "/metrics")}
+			Healthy: HTTPOK("http://" + recommenderAddr + "/metrics")}
 	case "vpa-admission-controller":
-		return daemon{name: name, port: admissionAddr, env: env,
-			args: append([]string{filepath.Join(v.bin, "admission-controller")}, append(args,
-				"--client-ca-file="+v.c.path("pki", "ca.crt"),
-				"--tls-cert-file="+v.webhookPKI.path("vpa-webhook.crt"), "--tls-private-key="+v.webhookPKI.path("vpa-webhook.key"),
+		return Daemon{Name: name, Port: admissionAddr, env: env,
+			Args: append([]string{filepath.Join(v.bin, "admission-controller")}, append(args,
+				"--client-ca-file="+v.c.Path("pki", "ca.crt"),
+				"--tls-cert-file="+v.webhookPKI.Path("vpa-webhook.crt"), "--tls-private-key="+v.webhookPKI.Path("vpa-webhook.key"),
 				"--port="+webhookPort, "--address="+admissionAddr)...),
-			healthy: httpOK("http://" + admissionAddr + "/metrics")}
+			Healthy: HTTPOK("http://" + admissionAddr + "/metrics")}
 	default:
-		return daemon{name: name, port: updaterAddr, env: env,
-			args: append([]string{filepath.Join(v.bin, "updater")}, append(args,
+		return Daemon{Name: name, Port: updaterAddr, env: env,
+			Args: append([]string{filepath.Join(v.bin, "updater")}, append(args,
 				"--updater-interval="+updaterInterval.String(), "--address="+updaterAddr)...),
-			healthy: httpOK("http://" + updaterAddr + "/metrics")}
+			Healthy: HTTPOK("http://" + updaterAddr + "/metrics")}
 	}
 }
 
@@ -791,7 +791,7 @@ func (v *vpaComponents) start(ctx context.Context, gate bool, names ...string) {
 				old = w.UID
 			}
 		}
-		if err := v.c.start(ctx, v.daemon(name, gate)); err != nil {
+		if err := v.c.Start(ctx, v.daemon(name, gate)); err != nil {
 			v.t.Fatal(err)
 		}
 		if name != "vpa-admission-controller" {
@@ -801,14 +801,14 @@ func (v *vpaComponents) start(ctx context.Context, gate bool, names ...string) {
 			w, err := hooks.Get(ctx, "vpa-webhook-config", metav1.GetOptions{})
 			return err == nil && w.UID != old, nil
 		}); err != nil {
-			v.t.Fatalf("the admission controller registered no webhook: %v; its log %s:\n%s", err, v.c.logFile(name), tail(v.c.logFile(name), 30))
+			v.t.Fatalf("the admission controller registered no webhook: %v; its log %s:\n%s", err, v.c.logFile(name), Tail(v.c.logFile(name), 30))
 		}
 	}
 }
 
 func (v *vpaComponents) stop(names ...string) {
 	for _, name := range names {
-		if err := v.c.stop(name, 10*time.Second); err != nil {
+		if err := v.c.Stop(name, 10*time.Second); err != nil {
 			v.t.Error(err)
 		}
 	}
@@ -891,7 +891,7 @@ func agentRec(ctrs []any) (nodeRec, bool) {
 
 // nodeEntries lists the slices of resource in the namespace and calls each for
 // every per-node entry, with its node's name.
-func nodeEntries(t *testing.T, ctx context.Context, dyn dynamic.Interface, resource schema.GroupVersionResource, ns string, each func(node string, entry map[string]any)) {
+func nodeEntries(t *testing.T, ctx context.Context, dyn dynamic.Interface, resource schema.GroupVersionResource, ns string, each func(Node string, entry map[string]any)) {
 	t.Helper()
 	list, err := dyn.Resource(resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -930,7 +930,7 @@ func waitSliceTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, 
 		return ok(recs), nil
 	}); err != nil {
 		t.Fatalf("no per-node recommendations as expected after %s (got %v); recommender log %s:\n%s",
-			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), tail(c.logFile("vpa-recommender"), 30))
+			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 30))
 	}
 	return recs
 }
@@ -993,15 +993,15 @@ func daemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns s
 }
 
 // waitNewPod waits for a Running pod on node other than the pod old.
-func waitNewPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, node string, old types.UID) corev1.Pod {
+func waitNewPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, Node string, old types.UID) corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var ok bool
-		p, ok = daemonPods(t, ctx, cs, ns)[node]
+		p, ok = daemonPods(t, ctx, cs, ns)[Node]
 		return ok && p.UID != old && p.Status.Phase == corev1.PodRunning, nil
 	}); err != nil {
-		t.Fatalf("no new Running pod of the DaemonSet on %s: %v", node, err)
+		t.Fatalf("no new Running pod of the DaemonSet on %s: %v", Node, err)
 	}
 	return p
 }

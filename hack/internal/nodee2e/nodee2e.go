@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+// Package nodee2e is the machine side of make node-e2e: the registries of the
+// images upstream's node e2e specs pull and a containerd with a pod network of
+// its own, run with the local cluster's process handling and node configuration
+// (package cluster).
+package nodee2e
 
 import (
 	"context"
@@ -27,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
@@ -64,28 +69,28 @@ var NodeE2EPackages = map[string]string{
 // a containerd with a pod network of its own, all under _output/node-e2e. The
 // suite starts the apiserver and the kubelet itself.
 type NodeE2E struct {
-	c *Cluster
-	n node
+	c *cluster.Cluster
+	n cluster.Node
 }
 
 // NewNodeE2E describes make node-e2e's machine side in a repository checkout.
 func NewNodeE2E(root string, log io.Writer) *NodeE2E {
-	c := New(root, log)
+	c := cluster.New(root, log)
 	c.Dir = filepath.Join(root, "_output", "node-e2e")
-	return &NodeE2E{c: c, n: node{
-		name: NodeName(), dir: c.Dir, port: 10250, healthzPort: 10248,
-		bridge: "carry-ne2e", subnet: "10.88.8.0/24",
+	return &NodeE2E{c: c, n: cluster.Node{
+		Name: cluster.NodeName(), Dir: c.Dir, Port: 10250, HealthzPort: 10248,
+		Bridge: "carry-ne2e", Subnet: "10.88.8.0/24",
 	}}
 }
 
 // Path is a file of the run's folder.
-func (e *NodeE2E) Path(elem ...string) string { return e.c.path(elem...) }
+func (e *NodeE2E) Path(elem ...string) string { return e.c.Path(elem...) }
 
 // ContainerdSocket is the CRI endpoint the suite's kubelet and CRI proxy use.
-func (e *NodeE2E) ContainerdSocket() string { return e.n.containerdSocket() }
+func (e *NodeE2E) ContainerdSocket() string { return e.n.ContainerdSocket() }
 
 // Units is the folder of the transient units the sysshim systemd-run starts.
-func (e *NodeE2E) Units() sysshim.Units { return sysshim.Units{Dir: e.c.path("units")} }
+func (e *NodeE2E) Units() sysshim.Units { return sysshim.Units{Dir: e.c.Path("units")} }
 
 // Up checks that the suite's ports are free, installs the missing Debian packages,
 // writes the configurations, starts the registries (pushing the images on the
@@ -94,20 +99,20 @@ func (e *NodeE2E) Up(ctx context.Context) error {
 	if err := e.Preflight(); err != nil {
 		return err
 	}
-	if err := InstallPackages(e.c.Log, NodeE2EPackages); err != nil {
+	if err := cluster.InstallPackages(e.c.Log, NodeE2EPackages); err != nil {
 		return err
 	}
 	for _, d := range []string{"run", "logs", "etc", "registry", "containerd", "cni/net.d", "cni/ipam", "units"} {
-		if err := os.MkdirAll(e.c.path(d), 0o755); err != nil {
+		if err := os.MkdirAll(e.c.Path(d), 0o755); err != nil {
 			return err
 		}
 	}
 	files := map[string]string{
-		e.c.path("etc", "registry.yml"):               registryConfig(e.c.path("registry"), NodeE2ERegistryAddr),
-		e.c.path("etc", "image-repos.yaml"):           RepoList(NodeE2ERegistryAddr),
-		e.c.path("etc", "containerd.toml"):            containerdConfigWith(e.n, NodeE2ERegistryAddr, NodeE2EUniqueRegistryAddr),
-		e.c.path("cni", "net.d", "10-carry.conflist"): cniConfig(e.n),
-		e.c.path("etc", "kubelet-config.yaml"):        nodeE2EKubeletConfig,
+		e.c.Path("etc", "registry.yml"):               cluster.RegistryConfig(e.c.Path("registry"), NodeE2ERegistryAddr),
+		e.c.Path("etc", "image-repos.yaml"):           cluster.RepoList(NodeE2ERegistryAddr),
+		e.c.Path("etc", "containerd.toml"):            cluster.ContainerdConfigWith(e.n, NodeE2ERegistryAddr, NodeE2EUniqueRegistryAddr),
+		e.c.Path("cni", "net.d", "10-carry.conflist"): cluster.CNIConfig(e.n),
+		e.c.Path("etc", "kubelet-config.yaml"):        nodeE2EKubeletConfig,
 	}
 	for name, content := range files {
 		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
@@ -115,10 +120,10 @@ func (e *NodeE2E) Up(ctx context.Context) error {
 		}
 	}
 	for _, d := range e.daemons() {
-		if err := e.c.start(ctx, d); err != nil {
+		if err := e.c.Start(ctx, d); err != nil {
 			return err
 		}
-		if d.name == "registry" {
+		if d.Name == "registry" {
 			pushed, err := e.pushImages(ctx)
 			if err != nil {
 				return err
@@ -126,10 +131,10 @@ func (e *NodeE2E) Up(ctx context.Context) error {
 			if pushed {
 				// containerd would keep running the images of an earlier version
 				// under the same names (the specs pull agnhost IfNotPresent).
-				if err := unmountUnder(e.c.path("containerd")); err != nil {
+				if err := cluster.UnmountUnder(e.c.Path("containerd")); err != nil {
 					return err
 				}
-				if err := os.RemoveAll(e.c.path("containerd", "root")); err != nil {
+				if err := os.RemoveAll(e.c.Path("containerd", "root")); err != nil {
 					return err
 				}
 			}
@@ -145,32 +150,32 @@ func (e *NodeE2E) Preflight() error {
 		return errors.New("the node e2e suite runs containerd and a kubelet and needs root")
 	}
 	for _, addr := range nodeE2EPorts {
-		if err := portFree(addr); err != nil {
+		if err := cluster.PortFree(addr); err != nil {
 			return fmt.Errorf("the node e2e suite needs port %s: %w\nrun make cluster-down first", addr, err)
 		}
 	}
-	if pid, ok := e.c.running("containerd"); ok {
-		return fmt.Errorf("containerd of an earlier node e2e run still runs (pid %d): run %s node-e2e-down", pid, e.c.rel(e.c.tool("cluster")))
+	if pid, ok := e.c.Running("containerd"); ok {
+		return fmt.Errorf("containerd of an earlier node e2e run still runs (pid %d): run %s node-e2e-down", pid, e.c.Rel(e.c.Tool("cluster")))
 	}
 	return nil
 }
 
-func (e *NodeE2E) daemons() []daemon {
-	return []daemon{
+func (e *NodeE2E) daemons() []cluster.Daemon {
+	return []cluster.Daemon{
 		{
-			name: "registry", port: NodeE2ERegistryAddr,
-			args:    []string{"docker-registry", "serve", e.c.path("etc", "registry.yml")},
-			healthy: httpOK("http://" + NodeE2ERegistryAddr + "/v2/"),
+			Name: "registry", Port: NodeE2ERegistryAddr,
+			Args:    []string{"docker-registry", "serve", e.c.Path("etc", "registry.yml")},
+			Healthy: cluster.HTTPOK("http://" + NodeE2ERegistryAddr + "/v2/"),
 		},
 		{
-			name: "unique-registry", port: NodeE2EUniqueRegistryAddr,
-			args:    []string{e.c.tool("cluster"), "slow-registry", "-listen", NodeE2EUniqueRegistryAddr, "-upstream", NodeE2ERegistryAddr, "-delay", "0s"},
-			healthy: httpOK("http://" + NodeE2EUniqueRegistryAddr + "/v2/"),
+			Name: "unique-registry", Port: NodeE2EUniqueRegistryAddr,
+			Args:    []string{e.c.Tool("cluster"), "slow-registry", "-listen", NodeE2EUniqueRegistryAddr, "-upstream", NodeE2ERegistryAddr, "-delay", "0s"},
+			Healthy: cluster.HTTPOK("http://" + NodeE2EUniqueRegistryAddr + "/v2/"),
 		},
 		{
-			name:    "containerd",
-			args:    []string{"containerd", "--config", e.c.path("etc", "containerd.toml")},
-			healthy: containerdReady(e.n),
+			Name:    "containerd",
+			Args:    []string{"containerd", "--config", e.c.Path("etc", "containerd.toml")},
+			Healthy: cluster.ContainerdReady(e.n),
 		},
 	}
 }
@@ -186,10 +191,10 @@ const nodeE2EImagesMarker = "carry/node-e2e-images:2"
 // It tells whether it pushed them.
 func (e *NodeE2E) pushImages(ctx context.Context) (bool, error) {
 	marker, tag, _ := strings.Cut(nodeE2EImagesMarker, ":")
-	if manifestIn(ctx, NodeE2ERegistryAddr, marker, tag) {
+	if cluster.ManifestIn(ctx, NodeE2ERegistryAddr, marker, tag) {
 		return false, nil // pushed by an earlier run
 	}
-	e.c.logf("%-24s building pause, busybox and agnhost", "images")
+	e.c.Logf("%-24s building pause, busybox and agnhost", "images")
 	return true, e.buildAndPush(ctx)
 }
 
@@ -220,7 +225,7 @@ func (e *NodeE2E) buildAndPush(ctx context.Context) error {
 	if err := (images.Set{NodeE2ERegistryAddr + "/" + nodeE2EImagesMarker: set[n.Pause()]}).Push(ctx); err != nil {
 		return err
 	}
-	e.c.logf("%-24s pushed %d images to %s", "images", len(set), NodeE2ERegistryAddr)
+	e.c.Logf("%-24s pushed %d images to %s", "images", len(set), NodeE2ERegistryAddr)
 	return nil
 }
 
@@ -236,32 +241,32 @@ func (e *NodeE2E) Down(ctx context.Context) error {
 		if err := units.Stop(u); err != nil {
 			errs = append(errs, err)
 		} else {
-			e.c.logf("%-24s stopped", u)
+			e.c.Logf("%-24s stopped", u)
 		}
 	}
-	if _, ok := e.c.running("containerd"); ok {
-		errs = append(errs, e.c.removeSandboxes(ctx, e.n))
+	if _, ok := e.c.Running("containerd"); ok {
+		errs = append(errs, e.c.RemoveSandboxes(ctx, e.n))
 	}
-	errs = append(errs, e.c.stop("containerd", 10*time.Second))
-	errs = append(errs, e.c.killShims(e.n))
+	errs = append(errs, e.c.Stop("containerd", 10*time.Second))
+	errs = append(errs, e.c.KillShims(e.n))
 	for _, name := range []string{"unique-registry", "registry"} {
-		errs = append(errs, e.c.stop(name, 10*time.Second))
+		errs = append(errs, e.c.Stop(name, 10*time.Second))
 	}
 	// The suite's kubelet keeps its pods' volumes under its fixed root dir.
-	errs = append(errs, unmountUnder(nodeE2EKubeletRoot), unmountUnder(e.c.Dir))
-	if linkExists(e.n.bridge) {
-		if out, err := exec.Command("ip", "link", "delete", e.n.bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", e.n.bridge, err, out))
+	errs = append(errs, cluster.UnmountUnder(nodeE2EKubeletRoot), cluster.UnmountUnder(e.c.Dir))
+	if cluster.LinkExists(e.n.Bridge) {
+		if out, err := exec.Command("ip", "link", "delete", e.n.Bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", e.n.Bridge, err, out))
 		}
 	}
-	errs = append(errs, removeCgroupRoot(nodeE2EKubeletCgroup))
+	errs = append(errs, cluster.RemoveCgroupRoot(nodeE2EKubeletCgroup))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	if left := e.Leftovers(); len(left) > 0 {
 		return fmt.Errorf("the node e2e run left these behind:\n  %s", strings.Join(left, "\n  "))
 	}
-	e.c.logf("node e2e: nothing is left running, mounted or linked")
+	e.c.Logf("node e2e: nothing is left running, mounted or linked")
 	return nil
 }
 
@@ -269,7 +274,7 @@ func (e *NodeE2E) Down(ctx context.Context) error {
 func (e *NodeE2E) Leftovers() []string {
 	var left []string
 	for _, name := range []string{"registry", "unique-registry"} {
-		if pid, ok := e.c.running(name); ok {
+		if pid, ok := e.c.Running(name); ok {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", name, pid))
 		}
 	}
@@ -279,8 +284,8 @@ func (e *NodeE2E) Leftovers() []string {
 			left = append(left, "unit "+u)
 		}
 	}
-	left = append(left, e.c.nodeLeftovers(e.n)...)
-	for _, mp := range append(mountsUnder(nodeE2EKubeletRoot), mountsUnder(e.c.Dir)...) {
+	left = append(left, e.c.NodeLeftovers(e.n)...)
+	for _, mp := range append(cluster.MountsUnder(nodeE2EKubeletRoot), cluster.MountsUnder(e.c.Dir)...) {
 		left = append(left, "mount "+mp)
 	}
 	return left

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -33,6 +33,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/dropcaps"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
@@ -45,8 +46,8 @@ const (
 )
 
 // KindClusterName is the name of the kind cluster of this side.
-func (c *Cluster) KindClusterName() string {
-	if c.Pristine {
+func (k *Kind) KindClusterName() string {
+	if k.Pristine {
 		return PristineKindClusterName
 	}
 	return KindClusterName
@@ -54,67 +55,67 @@ func (c *Cluster) KindClusterName() string {
 
 // kindPath is a file of this side's kind cluster: in the kind folder for the fork,
 // in its pristine folder for the pristine side.
-func (c *Cluster) kindPath(elem ...string) string {
-	if c.Pristine {
+func (k *Kind) kindPath(elem ...string) string {
+	if k.Pristine {
 		elem = append([]string{"pristine"}, elem...)
 	}
-	return c.path(elem...)
+	return k.c.Path(elem...)
 }
 
 // KindKubeconfig is the kind cluster's kubeconfig.
-func (c *Cluster) KindKubeconfig() string { return c.kindPath("kubeconfig") }
+func (k *Kind) KindKubeconfig() string { return k.kindPath("kubeconfig") }
 
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
 // one exists that serves them (kindClusterStale; one that does not is deleted and
 // created again), loads and starts its pod network (build/kind/pod-network.yaml) and
 // waits until every node is Ready. The engine must run (StartEngine).
-func (c *Cluster) KindUp(ctx context.Context, image, config string) error {
-	clusters, err := c.kindOutput(ctx, "get", "clusters")
+func (k *Kind) KindUp(ctx context.Context, image, config string) error {
+	clusters, err := k.kindOutput(ctx, "get", "clusters")
 	if err != nil {
 		return err
 	}
-	name := c.KindClusterName()
+	name := k.KindClusterName()
 	missing, err := dropcaps.Missing()
 	if err != nil {
 		return err
 	}
-	if config, err = c.kindConfig(config, missing); err != nil {
+	if config, err = k.kindConfig(config, missing); err != nil {
 		return err
 	}
 	exists := slices.Contains(strings.Fields(clusters), name)
 	if exists {
-		stale, err := c.kindClusterStale(ctx, image, config)
+		stale, err := k.kindClusterStale(ctx, image, config)
 		if err != nil {
 			return err
 		}
 		if stale == "" {
-			c.logf("%-24s exists, of %s and the config's nodes (make kind-down deletes it)", "kind cluster "+name, image)
+			k.c.Logf("%-24s exists, of %s and the config's nodes (make kind-down deletes it)", "kind cluster "+name, image)
 		} else {
-			c.logf("%-24s exists but %s: deleting it to create it again", "kind cluster "+name, stale)
-			if err := c.KindDown(ctx); err != nil {
+			k.c.Logf("%-24s exists but %s: deleting it to create it again", "kind cluster "+name, stale)
+			if err := k.KindDown(ctx); err != nil {
 				return err
 			}
 			exists = false
 		}
 	}
 	if !exists {
-		if err := c.loadLoadBalancer(ctx); err != nil {
+		if err := k.loadLoadBalancer(ctx); err != nil {
 			return err
 		}
-		c.logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+name, c.rel(config), image)
-		if err := c.kind(ctx, "create", "cluster", "--name", name, "--config", config,
-			"--image", image, "--kubeconfig", c.KindKubeconfig()); err != nil {
+		k.c.Logf("%-24s kind create cluster --config %s --image %s", "kind cluster "+name, k.c.Rel(config), image)
+		if err := k.kind(ctx, "create", "cluster", "--name", name, "--config", config,
+			"--image", image, "--kubeconfig", k.KindKubeconfig()); err != nil {
 			return err
 		}
 	}
-	if err := c.loadPodNetwork(ctx); err != nil {
+	if err := k.loadPodNetwork(ctx); err != nil {
 		return err
 	}
-	if err := c.kubectl(ctx, "apply", "-f", filepath.Join(c.base, "build", "kind", "pod-network.yaml")); err != nil {
+	if err := k.kubectl(ctx, "apply", "-f", filepath.Join(k.root, "build", "kind", "pod-network.yaml")); err != nil {
 		return err
 	}
-	c.logf("%-24s waiting for every node to be Ready", "kind cluster "+name)
-	return c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
+	k.c.Logf("%-24s waiting for every node to be Ready", "kind cluster "+name)
+	return k.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
 }
 
 // kindNode is a node container of a kind cluster.
@@ -126,7 +127,7 @@ type kindNode struct {
 // image and config, or "" when it can: a cluster kept from an earlier run would
 // otherwise run a new e2e.test against the old binaries of its nodes, or differ
 // in topology from the other side's.
-func (c *Cluster) kindClusterStale(ctx context.Context, image, config string) (string, error) {
+func (k *Kind) kindClusterStale(ctx context.Context, image, config string) (string, error) {
 	data, err := os.ReadFile(config)
 	if err != nil {
 		return "", err
@@ -135,11 +136,11 @@ func (c *Cluster) kindClusterStale(ctx context.Context, image, config string) (s
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return "", fmt.Errorf("%s: %w", config, err)
 	}
-	id, err := c.docker(ctx, "image", "inspect", "--format", "{{.Id}}", image).Output()
+	id, err := k.docker(ctx, "image", "inspect", "--format", "{{.Id}}", image).Output()
 	if err != nil {
 		return "", fmt.Errorf("docker image inspect %s: %w", image, err)
 	}
-	out, err := c.docker(ctx, "ps", "--all", "--filter", "label=io.x-k8s.kind.cluster="+c.KindClusterName(),
+	out, err := k.docker(ctx, "ps", "--all", "--filter", "label=io.x-k8s.kind.cluster="+k.KindClusterName(),
 		"--format", `{{.Names}} {{.Label "io.x-k8s.kind.role"}}`).Output()
 	if err != nil {
 		return "", fmt.Errorf("docker ps: %w", err)
@@ -150,7 +151,7 @@ func (c *Cluster) kindClusterStale(ctx context.Context, image, config string) (s
 		if name == "" {
 			continue
 		}
-		imageID, err := c.docker(ctx, "inspect", "--format", "{{.Image}}", name).Output()
+		imageID, err := k.docker(ctx, "inspect", "--format", "{{.Image}}", name).Output()
 		if err != nil {
 			return "", fmt.Errorf("docker inspect %s: %w", name, err)
 		}
@@ -208,9 +209,9 @@ const restrictOOMScoreAdj = `[plugins."io.containerd.grpc.v1.cri"]
 //   - on the pristine side: without the feature gates and APIs, which are the
 //     series' own and which upstream's components refuse as unknown.
 //   - with KindWorkers more than the config's workers: that many workers.
-func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
+func (k *Kind) kindConfig(config string, missing []string) (string, error) {
 	restrict := slices.Contains(missing, "CAP_SYS_RESOURCE")
-	if !restrict && !c.Pristine && c.KindWorkers == 0 {
+	if !restrict && !k.Pristine && k.KindWorkers == 0 {
 		return config, nil
 	}
 	data, err := os.ReadFile(config)
@@ -221,10 +222,10 @@ func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 	if err := yaml.UnmarshalStrict(data, &cluster); err != nil {
 		return "", fmt.Errorf("%s: %w", config, err)
 	}
-	derived := c.kindPath(filepath.Base(config))
+	derived := k.kindPath(filepath.Base(config))
 	if restrict {
 		cluster.ContainerdConfigPatches = append(cluster.ContainerdConfigPatches, restrictOOMScoreAdj)
-		c.logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+c.KindClusterName(), c.rel(derived))
+		k.c.Logf("%-24s the capability bounding set lacks CAP_SYS_RESOURCE: the nodes' containerd restricts oom_score_adj (%s)", "kind cluster "+k.KindClusterName(), k.c.Rel(derived))
 	}
 	workers := 0
 	for _, n := range cluster.Nodes {
@@ -232,12 +233,12 @@ func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 			workers++
 		}
 	}
-	for ; workers < c.KindWorkers; workers++ {
+	for ; workers < k.KindWorkers; workers++ {
 		cluster.Nodes = append(cluster.Nodes, kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole})
 	}
-	if c.Pristine {
+	if k.Pristine {
 		cluster.FeatureGates, cluster.RuntimeConfig = nil, nil
-		c.logf("%-24s upstream's release: without the series' feature gates and APIs (%s)", "kind cluster "+c.KindClusterName(), c.rel(derived))
+		k.c.Logf("%-24s upstream's release: without the series' feature gates and APIs (%s)", "kind cluster "+k.KindClusterName(), k.c.Rel(derived))
 	}
 	if data, err = yaml.Marshal(&cluster); err != nil {
 		return "", err
@@ -249,20 +250,20 @@ func (c *Cluster) kindConfig(config string, missing []string) (string, error) {
 }
 
 // KindDown deletes the kind cluster of this side, if the engine runs.
-func (c *Cluster) KindDown(ctx context.Context) error {
-	if _, ok := c.running("dockerd"); !ok {
+func (k *Kind) KindDown(ctx context.Context) error {
+	if _, ok := k.c.Running("dockerd"); !ok {
 		return nil
 	}
-	return c.kind(ctx, "delete", "cluster", "--name", c.KindClusterName(), "--kubeconfig", c.KindKubeconfig())
+	return k.kind(ctx, "delete", "cluster", "--name", k.KindClusterName(), "--kubeconfig", k.KindKubeconfig())
 }
 
 // loadPodNetwork builds the pod network's image and loads it into the nodes.
-func (c *Cluster) loadPodNetwork(ctx context.Context) error {
-	work := c.kindPath("pod-network")
+func (k *Kind) loadPodNetwork(ctx context.Context) error {
+	work := k.kindPath("pod-network")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	img, err := images.PodNetworkImage(filepath.Join(c.Bin, "kubectl"))
+	img, err := images.PodNetworkImage(filepath.Join(k.c.Bin, "kubectl"))
 	if err != nil {
 		return err
 	}
@@ -270,7 +271,7 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.kind(ctx, "load", "image-archive", archive, "--name", c.KindClusterName())
+	return k.kind(ctx, "load", "image-archive", archive, "--name", k.KindClusterName())
 }
 
 // KindLoadE2EImages builds the images upstream's e2e tests use that this project
@@ -278,21 +279,21 @@ func (c *Cluster) loadPodNetwork(ctx context.Context) error {
 // sample-apiserver), named as upstream's test/utils/image names them
 // by default, and loads them into every node of the kind cluster: the tests' pods
 // find them there, and no repository list is needed.
-func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
-	work := c.kindPath("e2e-images")
+func (k *Kind) KindLoadE2EImages(ctx context.Context) error {
+	work := k.kindPath("e2e-images")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
 	names := images.Names{Registry: "registry.k8s.io"}
-	set, err := images.Standard(c.Tree, work, names, nil)
+	set, err := images.Standard(k.c.Tree, work, names, nil)
 	if err != nil {
 		return err
 	}
 	// The programs agnhost and glibc-dns-testing carry from this machine.
-	if err := InstallPackages(c.Log, images.AgnhostPackages); err != nil {
+	if err := cluster.InstallPackages(k.c.Log, images.AgnhostPackages); err != nil {
 		return err
 	}
-	e2e, err := images.E2E(c.Tree, work, names)
+	e2e, err := images.E2E(k.c.Tree, work, names)
 	if err != nil {
 		return err
 	}
@@ -300,7 +301,7 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 		return err
 	}
 	maps.Copy(set, e2e)
-	extras, err := images.ConformanceExtras(ctx, c.Tree, work, names, set[names.Agnhost()], set[names.Busybox()])
+	extras, err := images.ConformanceExtras(ctx, k.c.Tree, work, names, set[names.Agnhost()], set[names.Busybox()])
 	if err != nil {
 		return err
 	}
@@ -313,7 +314,7 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 	if set[names.E2E("glibc-dns-testing", images.GlibcDNSTestingTag)], err = images.GlibcDNSTesting(ctx, work, set[names.Busybox()]); err != nil {
 		return err
 	}
-	if set[names.E2E("sample-apiserver", images.SampleAPIServerTag)], err = images.SampleAPIServer(ctx, c.Tree, work, set[names.Busybox()]); err != nil {
+	if set[names.E2E("sample-apiserver", images.SampleAPIServerTag)], err = images.SampleAPIServer(ctx, k.c.Tree, work, set[names.Busybox()]); err != nil {
 		return err
 	}
 	for _, ref := range slices.Sorted(maps.Keys(set)) {
@@ -321,8 +322,8 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.logf("%-24s loading %s", "kind cluster "+c.KindClusterName(), ref)
-		if err := c.kind(ctx, "load", "image-archive", archive, "--name", c.KindClusterName()); err != nil {
+		k.c.Logf("%-24s loading %s", "kind cluster "+k.KindClusterName(), ref)
+		if err := k.kind(ctx, "load", "image-archive", archive, "--name", k.KindClusterName()); err != nil {
 			return err
 		}
 	}
@@ -331,15 +332,15 @@ func (c *Cluster) KindLoadE2EImages(ctx context.Context) error {
 
 // loadLoadBalancer puts the image of kind's load balancer (images.KindLoadBalancer)
 // into the engine, unless it is there; kind uses it with several control planes.
-func (c *Cluster) loadLoadBalancer(ctx context.Context) error {
-	if c.docker(ctx, "image", "inspect", images.KindLoadBalancer).Run() == nil {
+func (k *Kind) loadLoadBalancer(ctx context.Context) error {
+	if k.docker(ctx, "image", "inspect", images.KindLoadBalancer).Run() == nil {
 		return nil
 	}
-	work := c.path("load-balancer")
+	work := k.c.Path("load-balancer")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	img, err := images.LoadBalancerImage(ctx, c.base, work)
+	img, err := images.LoadBalancerImage(ctx, k.root, work)
 	if err != nil {
 		return err
 	}
@@ -347,7 +348,7 @@ func (c *Cluster) loadLoadBalancer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.runCmd(c.docker(ctx, "load", "--input", archive), filepath.Join(work, "load.log"))
+	return k.runCmd(k.docker(ctx, "load", "--input", archive), filepath.Join(work, "load.log"))
 }
 
 // writeArchive writes an image as a docker archive into dir.
@@ -366,34 +367,34 @@ func archivePath(dir, ref string) string {
 }
 
 // kind runs the kind CLI go.mod pins on the engine, its output in the log.
-func (c *Cluster) kind(ctx context.Context, args ...string) error {
-	cmd := c.kindCmd(ctx, args...)
-	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+func (k *Kind) kind(ctx context.Context, args ...string) error {
+	cmd := k.kindCmd(ctx, args...)
+	cmd.Stdout, cmd.Stderr = k.c.Log, k.c.Log
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kind %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
 }
 
-func (c *Cluster) kindOutput(ctx context.Context, args ...string) (string, error) {
-	out, err := c.kindCmd(ctx, args...).Output()
+func (k *Kind) kindOutput(ctx context.Context, args ...string) (string, error) {
+	out, err := k.kindCmd(ctx, args...).Output()
 	if err != nil {
 		return "", fmt.Errorf("kind %s: %w", strings.Join(args, " "), err)
 	}
 	return string(out), nil
 }
 
-func (c *Cluster) kindCmd(ctx context.Context, args ...string) *exec.Cmd {
+func (k *Kind) kindCmd(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "kind"}, args...)...)
-	cmd.Dir = c.base
-	cmd.Env = append(os.Environ(), "DOCKER_HOST="+c.DockerHost())
+	cmd.Dir = k.root
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+k.DockerHost())
 	return cmd
 }
 
 // kubectl runs the fork's kubectl on the kind cluster, its output in the log.
-func (c *Cluster) kubectl(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig", c.KindKubeconfig()}, args...)...)
-	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+func (k *Kind) kubectl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(k.c.Bin, "kubectl"), append([]string{"--kubeconfig", k.KindKubeconfig()}, args...)...)
+	cmd.Stdout, cmd.Stderr = k.c.Log, k.c.Log
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/dropcaps"
 )
 
@@ -56,56 +57,71 @@ const (
 	engineBridgeCIDR = engineBridgeAddr + "/24"
 )
 
+// Kind is the project's own Docker engine, kind's base and node images built into
+// it, and a kind cluster on it. Its files are in c's folder (_output/kind), and
+// c's process handling runs the engine.
+type Kind struct {
+	c    *cluster.Cluster
+	root string // the repository root
+	// Pristine makes the kind methods work on the pristine side of the parity runs
+	// (docs/kind.md): upstream's release with no group applied, in a kind cluster of
+	// its own (PristineKindClusterName) created without the series' gates and APIs.
+	Pristine bool
+	// KindWorkers, when more than the config's workers, is how many worker nodes the
+	// kind cluster gets: Conformance needs two schedulable nodes, as kind's CI has.
+	KindWorkers int
+}
+
 // NewKind describes the kind clusters of a repository checkout: the engine and the
 // images live under _output/kind.
-func NewKind(root string, log io.Writer) *Cluster {
-	c := New(root, log)
+func NewKind(root string, log io.Writer) *Kind {
+	c := cluster.New(root, log)
 	c.Dir = filepath.Join(root, "_output", "kind")
-	return c
+	return &Kind{c: c, root: root}
 }
 
 // NewPristineKind describes the pristine side of the parity runs: the same engine,
 // upstream's binaries and tree (hack/lib.sh: _output/pristine), and a cluster of its
 // own whose state lives in _output/kind/pristine.
-func NewPristineKind(root string, log io.Writer) *Cluster {
-	c := NewKind(root, log)
-	c.Bin = filepath.Join(root, "_output", "pristine", "bin")
-	c.Tree = filepath.Join(root, "_output", "pristine", "kubernetes")
-	c.Pristine = true
-	return c
+func NewPristineKind(root string, log io.Writer) *Kind {
+	k := NewKind(root, log)
+	k.c.Bin = filepath.Join(root, "_output", "pristine", "bin")
+	k.c.Tree = filepath.Join(root, "_output", "pristine", "kubernetes")
+	k.Pristine = true
+	return k
 }
 
 // DockerHost is the engine's address, for DOCKER_HOST.
-func (c *Cluster) DockerHost() string { return "unix://" + c.dockerSocket() }
+func (k *Kind) DockerHost() string { return "unix://" + k.dockerSocket() }
 
-func (c *Cluster) dockerSocket() string { return c.path("docker.sock") }
+func (k *Kind) dockerSocket() string { return k.c.Path("docker.sock") }
 
 // StartEngine starts the project's own Docker engine (Debian's dockerd), whose data,
 // state and socket are under the kind folder, so that it shares nothing with any
 // other engine on the machine. It leaves the host's iptables alone (kind's nodes
 // talk on their own bridge, and published ports go through docker-proxy).
-func (c *Cluster) StartEngine(ctx context.Context) error {
+func (k *Kind) StartEngine(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the kind engine runs dockerd, which needs root")
 	}
 	// containerd's socket, in the exec root, has the longest path.
-	if sock := c.path("exec", "containerd", "containerd.sock"); len(sock) >= 108 {
+	if sock := k.c.Path("exec", "containerd", "containerd.sock"); len(sock) >= 108 {
 		return fmt.Errorf("the engine's containerd socket path %s is longer than a unix socket allows; clone the repository to a shorter path", sock)
 	}
-	if err := InstallPackages(c.Log, EnginePackages); err != nil {
+	if err := cluster.InstallPackages(k.c.Log, EnginePackages); err != nil {
 		return err
 	}
 	if err := ensureBridge(engineBridge, engineBridgeCIDR); err != nil {
 		return err
 	}
-	if err := c.ensureLibModules(); err != nil {
+	if err := k.ensureLibModules(); err != nil {
 		return err
 	}
 	config := map[string]any{
-		"hosts":          []string{c.DockerHost()},
-		"data-root":      c.path("docker"),
-		"exec-root":      c.path("exec"),
-		"pidfile":        c.path("exec", "dockerd.pid"),
+		"hosts":          []string{k.DockerHost()},
+		"data-root":      k.c.Path("docker"),
+		"exec-root":      k.c.Path("exec"),
+		"pidfile":        k.c.Path("exec", "dockerd.pid"),
 		"storage-driver": "overlay2",
 		"bridge":         engineBridge,
 		"iptables":       false,
@@ -117,11 +133,11 @@ func (c *Cluster) StartEngine(ctx context.Context) error {
 		return fmt.Errorf("reading this process's capability bounding set: %w", err)
 	}
 	if len(missing) > 0 {
-		wrapper := c.tool("runc-dropcaps")
+		wrapper := k.c.Tool("runc-dropcaps")
 		if _, err := os.Stat(wrapper); err != nil {
 			return fmt.Errorf("this machine's capability bounding set lacks %s, so privileged containers need the runc-dropcaps runtime: %w (make kind-up builds it)", strings.Join(missing, ", "), err)
 		}
-		c.logf("this machine's capability bounding set lacks %s: the engine's containers run with runc-dropcaps, which removes them from each container's spec (docs/kind.md)", strings.Join(missing, ", "))
+		k.c.Logf("this machine's capability bounding set lacks %s: the engine's containers run with runc-dropcaps, which removes them from each container's spec (docs/kind.md)", strings.Join(missing, ", "))
 		config["runtimes"] = map[string]any{"runc-dropcaps": map[string]string{"path": wrapper}}
 		config["default-runtime"] = "runc-dropcaps"
 	}
@@ -129,26 +145,26 @@ func (c *Cluster) StartEngine(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.path("run"), 0o755); err != nil {
+	if err := os.MkdirAll(k.c.Path("run"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.path("daemon.json"), data, 0o644); err != nil {
+	if err := os.WriteFile(k.c.Path("daemon.json"), data, 0o644); err != nil {
 		return err
 	}
-	return c.start(ctx, daemon{
-		name:    "dockerd",
-		args:    []string{"dockerd", "--config-file", c.path("daemon.json")},
-		healthy: func(ctx context.Context, _ time.Time) error { return dockerPing(ctx, c.dockerSocket()) },
+	return k.c.Start(ctx, cluster.Daemon{
+		Name:    "dockerd",
+		Args:    []string{"dockerd", "--config-file", k.c.Path("daemon.json")},
+		Healthy: func(ctx context.Context, _ time.Time) error { return dockerPing(ctx, k.dockerSocket()) },
 	})
 }
 
 // StopEngine stops the engine and removes what it mounted and the bridges of its
 // networks. Containers still running are stopped by dockerd as it shuts down.
-func (c *Cluster) StopEngine(ctx context.Context) error {
+func (k *Kind) StopEngine(ctx context.Context) error {
 	var bridges []string
-	if _, ok := c.running("dockerd"); ok {
+	if _, ok := k.c.Running("dockerd"); ok {
 		// The networks' bridges (kind's): dockerd keeps them when it stops.
-		out, err := c.docker(ctx, "network", "ls", "--filter", "driver=bridge", "--format", "{{.ID}} {{.Name}}").Output()
+		out, err := k.docker(ctx, "network", "ls", "--filter", "driver=bridge", "--format", "{{.ID}} {{.Name}}").Output()
 		if err != nil {
 			return fmt.Errorf("listing the engine's networks: %w", err)
 		}
@@ -158,33 +174,33 @@ func (c *Cluster) StopEngine(ctx context.Context) error {
 			}
 		}
 	}
-	if err := c.stop("dockerd", time.Minute); err != nil {
+	if err := k.c.Stop("dockerd", time.Minute); err != nil {
 		return err
 	}
 	// The engine's containerd and shims outlive dockerd when it is killed.
-	for _, pid := range processesWith(c.Dir + "/") {
-		if err := killAndWait(pid, 10*time.Second); err != nil {
+	for _, pid := range cluster.ProcessesWith(k.c.Dir + "/") {
+		if err := cluster.KillAndWait(pid, 10*time.Second); err != nil {
 			return err
 		}
 	}
-	if _, err := os.Stat(c.path(libModulesMarker)); err == nil {
+	if _, err := os.Stat(k.c.Path(libModulesMarker)); err == nil {
 		// Only while empty: something else may have put modules there since.
 		if err := os.Remove(libModules); err != nil && !os.IsNotExist(err) {
-			c.logf("%-24s left %s, which engine-up created: %v", "engine", libModules, err)
+			k.c.Logf("%-24s left %s, which engine-up created: %v", "engine", libModules, err)
 		}
-		os.Remove(c.path(libModulesMarker))
+		os.Remove(k.c.Path(libModulesMarker))
 	}
 	for _, b := range append(bridges, engineBridge) {
-		if linkExists(b) {
+		if cluster.LinkExists(b) {
 			if out, err := exec.Command("ip", "link", "delete", b).CombinedOutput(); err != nil {
 				return fmt.Errorf("ip link delete %s: %v: %s", b, err, out)
 			}
 		}
 	}
-	if err := unmountUnder(c.Dir); err != nil {
+	if err := cluster.UnmountUnder(k.c.Dir); err != nil {
 		return err
 	}
-	if left := c.EngineLeftovers(); len(left) > 0 {
+	if left := k.EngineLeftovers(); len(left) > 0 {
 		return fmt.Errorf("the engine left these behind:\n  %s", strings.Join(left, "\n  "))
 	}
 	return nil
@@ -192,18 +208,18 @@ func (c *Cluster) StopEngine(ctx context.Context) error {
 
 // EngineLeftovers lists what of the engine is still on the machine: its processes
 // (dockerd, its containerd and shims), mounts, bridge and the /lib/modules it made.
-func (c *Cluster) EngineLeftovers() []string {
+func (k *Kind) EngineLeftovers() []string {
 	var left []string
-	for _, pid := range processesWith(c.Dir + "/") {
+	for _, pid := range cluster.ProcessesWith(k.c.Dir + "/") {
 		left = append(left, fmt.Sprintf("process %d of the kind engine", pid))
 	}
-	for _, mp := range mountsUnder(c.Dir) {
+	for _, mp := range cluster.MountsUnder(k.c.Dir) {
 		left = append(left, "mount "+mp)
 	}
-	if linkExists(engineBridge) {
+	if cluster.LinkExists(engineBridge) {
 		left = append(left, "network device "+engineBridge)
 	}
-	if _, err := os.Stat(c.path(libModulesMarker)); err == nil {
+	if _, err := os.Stat(k.c.Path(libModulesMarker)); err == nil {
 		left = append(left, libModules+" (made by engine-up)")
 	}
 	return left
@@ -217,23 +233,23 @@ const (
 	libModulesMarker = "created-lib-modules"
 )
 
-func (c *Cluster) ensureLibModules() error {
+func (k *Kind) ensureLibModules() error {
 	if _, err := os.Stat(libModules); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(k.c.Dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.path(libModulesMarker), nil, 0o644); err != nil {
+	if err := os.WriteFile(k.c.Path(libModulesMarker), nil, 0o644); err != nil {
 		return err
 	}
-	c.logf("%-24s this machine has no %s; kind mounts it into its nodes: an empty one until engine-down", "engine", libModules)
+	k.c.Logf("%-24s this machine has no %s; kind mounts it into its nodes: an empty one until engine-down", "engine", libModules)
 	return os.Mkdir(libModules, 0o755)
 }
 
 // ensureBridge creates a bridge with an address, unless it exists.
 func ensureBridge(name, cidr string) error {
-	if linkExists(name) {
+	if cluster.LinkExists(name) {
 		return nil
 	}
 	for _, args := range [][]string{

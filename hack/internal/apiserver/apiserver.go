@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+// Package apiserver runs the lone API server: etcd and a kube-apiserver of the
+// patched binary and nothing else, with the local cluster's process handling and
+// certificates (package cluster), for tests that measure what a client does to a
+// real API server.
+package apiserver
 
 import (
 	"context"
@@ -26,6 +30,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
 // The ports of the lone API server: none of the local cluster's (6443, 2379,
@@ -46,12 +52,12 @@ const (
 // logs and certificates under Dir: for tests that measure what a client does
 // to a real API server (the VPA's TestNodeScopeWritesOnAPIServer,
 // docs/vpa-node-scope.md).
-type LoneAPIServer struct{ c *Cluster }
+type LoneAPIServer struct{ c *cluster.Cluster }
 
 // NewLoneAPIServer describes the lone API server of a repository checkout,
 // in _output/apiserver.
 func NewLoneAPIServer(root string, log io.Writer) *LoneAPIServer {
-	c := New(root, log)
+	c := cluster.New(root, log)
 	c.Dir = filepath.Join(root, "_output", "apiserver")
 	return &LoneAPIServer{c: c}
 }
@@ -65,63 +71,63 @@ func (a *LoneAPIServer) Up(ctx context.Context) error {
 	c := a.c
 	apiserver := filepath.Join(c.Bin, "kube-apiserver")
 	if _, err := os.Stat(apiserver); err != nil {
-		return fmt.Errorf("%s is not built: run 'make' first", c.rel(apiserver))
+		return fmt.Errorf("%s is not built: run 'make' first", c.Rel(apiserver))
 	}
-	if err := InstallPackages(c.Log, map[string]string{"etcd": Packages["etcd"]}); err != nil {
+	if err := cluster.InstallPackages(c.Log, map[string]string{"etcd": cluster.Packages["etcd"]}); err != nil {
 		return err
 	}
-	if _, ok := c.running("etcd"); !ok {
+	if _, ok := c.Running("etcd"); !ok {
 		// Every measurement starts from an empty store.
-		if err := os.RemoveAll(c.path("etcd")); err != nil {
+		if err := os.RemoveAll(c.Path("etcd")); err != nil {
 			return err
 		}
 	}
 	for _, d := range []string{"run", "logs", "pki", "etcd"} {
-		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
+		if err := os.MkdirAll(c.Path(d), 0o755); err != nil {
 			return err
 		}
 	}
-	p := &pki{dir: c.path("pki")}
-	if err := p.ensureCA(); err != nil {
+	p := &cluster.PKI{Dir: c.Path("pki")}
+	if err := p.EnsureCA(); err != nil {
 		return err
 	}
-	if err := p.leaf("apiserver", "kube-apiserver", nil, x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+	if err := p.Leaf("apiserver", "kube-apiserver", nil, x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 		return err
 	}
-	if err := p.leaf("admin", "kube-carry-admin", []string{"system:masters"}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+	if err := p.Leaf("admin", "kube-carry-admin", []string{"system:masters"}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return err
 	}
-	if err := p.serviceAccountKey(); err != nil {
+	if err := p.ServiceAccountKey(); err != nil {
 		return err
 	}
-	if err := p.kubeconfig(c.Kubeconfig(), "https://"+LoneAPIServerAddr, "admin"); err != nil {
+	if err := p.Kubeconfig(c.Kubeconfig(), "https://"+LoneAPIServerAddr, "admin"); err != nil {
 		return err
 	}
-	etcd := etcdDaemon(c.path("etcd"), loneEtcdClient, loneEtcdPeer)
-	etcd.args = append(etcd.args, "--quota-backend-bytes", loneEtcdQuota)
+	etcd := cluster.EtcdDaemon(c.Path("etcd"), loneEtcdClient, loneEtcdPeer)
+	etcd.Args = append(etcd.Args, "--quota-backend-bytes", loneEtcdQuota)
 	_, port, _ := net.SplitHostPort(LoneAPIServerAddr)
-	for _, d := range []daemon{etcd, {
-		name: "kube-apiserver", port: LoneAPIServerAddr,
-		args: []string{apiserver,
+	for _, d := range []cluster.Daemon{etcd, {
+		Name: "kube-apiserver", Port: LoneAPIServerAddr,
+		Args: []string{apiserver,
 			"--bind-address=127.0.0.1", "--secure-port=" + port, "--advertise-address=127.0.0.1",
 			"--etcd-servers=http://" + loneEtcdClient,
-			"--client-ca-file=" + p.path("ca.crt"),
-			"--tls-cert-file=" + p.path("apiserver.crt"), "--tls-private-key-file=" + p.path("apiserver.key"),
-			"--service-account-key-file=" + p.path("sa.key"), "--service-account-signing-key-file=" + p.path("sa.key"),
+			"--client-ca-file=" + p.Path("ca.crt"),
+			"--tls-cert-file=" + p.Path("apiserver.crt"), "--tls-private-key-file=" + p.Path("apiserver.key"),
+			"--service-account-key-file=" + p.Path("sa.key"), "--service-account-signing-key-file=" + p.Path("sa.key"),
 			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-cluster-ip-range=" + serviceCIDR,
+			"--service-cluster-ip-range=" + cluster.ServiceCIDR,
 			// As the integration tests' server: no controller manager
 			// creates service accounts, and no node gets an endpoint.
 			"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount",
 			"--endpoint-reconciler-type=none",
 		},
-		healthy: c.apiReady,
+		Healthy: c.APIReady,
 	}} {
-		if err := c.start(ctx, d); err != nil {
+		if err := c.Start(ctx, d); err != nil {
 			return err
 		}
 	}
-	c.logf("\nthe API server is up:\n  export KUBECONFIG=%s\nstop it with '%s apiserver-down'", c.Kubeconfig(), c.rel(c.tool("cluster")))
+	c.Logf("\nthe API server is up:\n  export KUBECONFIG=%s\nstop it with '%s apiserver-down'", c.Kubeconfig(), c.Rel(c.Tool("cluster")))
 	return nil
 }
 
@@ -129,14 +135,14 @@ func (a *LoneAPIServer) Up(ctx context.Context) error {
 // certificates and logs stay.
 func (a *LoneAPIServer) Down() error {
 	c := a.c
-	err := errors.Join(c.stop("kube-apiserver", 30*time.Second), c.stop("etcd", 15*time.Second))
+	err := errors.Join(c.Stop("kube-apiserver", 30*time.Second), c.Stop("etcd", 15*time.Second))
 	if err != nil {
 		return err
 	}
 	for _, name := range []string{"kube-apiserver", "etcd"} {
-		if pid, ok := c.running(name); ok {
+		if pid, ok := c.Running(name); ok {
 			return fmt.Errorf("%s still runs (pid %d)", name, pid)
 		}
 	}
-	return os.RemoveAll(c.path("etcd"))
+	return os.RemoveAll(c.Path("etcd"))
 }

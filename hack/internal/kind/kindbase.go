@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"github.com/kube-carry/kube-carry/hack/internal/series"
 	"sigs.k8s.io/kind/pkg/build/nodeimage"
@@ -105,28 +106,28 @@ mkdir -p /etc/kubernetes/manifests
 // Debian root file system with kind's packages (debootstrap), kind's base files from
 // its module, and containerd, runc, crictl and the CNI plugins built from their Go
 // modules.
-func (c *Cluster) BuildKindBase(ctx context.Context) error {
-	if c.docker(ctx, "image", "inspect", nodeimage.DefaultBaseImage).Run() == nil {
-		c.logf("%-24s present", nodeimage.DefaultBaseImage)
+func (k *Kind) BuildKindBase(ctx context.Context) error {
+	if k.docker(ctx, "image", "inspect", nodeimage.DefaultBaseImage).Run() == nil {
+		k.c.Logf("%-24s present", nodeimage.DefaultBaseImage)
 		return nil
 	}
-	if err := InstallPackages(c.Log, kindBaseBuildPackages); err != nil {
+	if err := cluster.InstallPackages(k.c.Log, kindBaseBuildPackages); err != nil {
 		return err
 	}
-	kindDir, err := series.GoSource{Root: c.base}.ModuleDir(KindModule, "")
+	kindDir, err := series.GoSource{Root: k.root}.ModuleDir(KindModule, "")
 	if err != nil {
 		return err
 	}
-	work := c.path("base")
+	work := k.c.Path("base")
 	rootfs := filepath.Join(work, "rootfs")
 	if err := os.RemoveAll(rootfs); err != nil {
 		return err
 	}
-	if err := c.buildPrograms(ctx, filepath.Join(work, "bin")); err != nil {
+	if err := k.buildPrograms(ctx, filepath.Join(work, "bin")); err != nil {
 		return err
 	}
-	c.logf("%-24s debootstrap %s (log %s)", "kind base image", kindBaseSuite, c.rel(filepath.Join(work, "debootstrap.log")))
-	if err := c.run(ctx, filepath.Join(work, "debootstrap.log"), "debootstrap", "--variant=minbase", kindBaseSuite, rootfs, debianMirror()); err != nil {
+	k.c.Logf("%-24s debootstrap %s (log %s)", "kind base image", kindBaseSuite, k.c.Rel(filepath.Join(work, "debootstrap.log")))
+	if err := k.run(ctx, filepath.Join(work, "debootstrap.log"), "debootstrap", "--variant=minbase", kindBaseSuite, rootfs, debianMirror()); err != nil {
 		return err
 	}
 	if err := copyKindBaseFiles(filepath.Join(kindDir, "images", "base", "files"), rootfs); err != nil {
@@ -137,18 +138,18 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.installKindPackages(ctx, rootfs, work); err != nil {
+	if err := k.installKindPackages(ctx, rootfs, work); err != nil {
 		return err
 	}
-	if err := c.run(ctx, filepath.Join(work, "setup.log"), "chroot", rootfs, "sh", "-c", kindBaseSetup); err != nil {
+	if err := k.run(ctx, filepath.Join(work, "setup.log"), "chroot", rootfs, "sh", "-c", kindBaseSetup); err != nil {
 		return err
 	}
 	if err := writeCRIBaseSpec(ctx, filepath.Join(work, "bin", "ctr"), rootfs); err != nil {
 		return err
 	}
-	c.logf("%-24s importing %s", "kind base image", nodeimage.DefaultBaseImage)
+	k.c.Logf("%-24s importing %s", "kind base image", nodeimage.DefaultBaseImage)
 	tar := exec.CommandContext(ctx, "tar", "-C", rootfs, "--numeric-owner", "-c", ".")
-	imp := c.docker(ctx, "import",
+	imp := k.docker(ctx, "import",
 		"--change", "ENV container=docker",
 		"--change", `ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]`,
 		"-", kindBaseImport)
@@ -171,9 +172,9 @@ func (c *Cluster) BuildKindBase(ctx context.Context) error {
 	}
 	// The engine's import takes no STOPSIGNAL; a build from the import adds it,
 	// without a layer (systemd stops on SIGRTMIN+3).
-	err = c.dockerBuild(ctx, filepath.Join(work, "stopsignal"), nodeimage.DefaultBaseImage,
+	err = k.dockerBuild(ctx, filepath.Join(work, "stopsignal"), nodeimage.DefaultBaseImage,
 		"FROM "+kindBaseImport+"\nSTOPSIGNAL SIGRTMIN+3\n", nil)
-	c.docker(context.WithoutCancel(ctx), "image", "rm", kindBaseImport).Run()
+	k.docker(context.WithoutCancel(ctx), "image", "rm", kindBaseImport).Run()
 	if err != nil {
 		return err
 	}
@@ -190,7 +191,7 @@ var hostAptFiles = []string{"/etc/resolv.conf", "/etc/apt/sources.list.d/debian.
 // installKindPackages installs kindBasePackages with kind's clean-install in the
 // root, with /proc mounted, and no service started (policy-rc.d), then removes what
 // it borrowed from this machine.
-func (c *Cluster) installKindPackages(ctx context.Context, rootfs, work string) (err error) {
+func (k *Kind) installKindPackages(ctx context.Context, rootfs, work string) (err error) {
 	var borrowed []string
 	for _, f := range hostAptFiles {
 		if _, err := os.Stat(f); err == nil {
@@ -210,27 +211,27 @@ func (c *Cluster) installKindPackages(ctx context.Context, rootfs, work string) 
 		return fmt.Errorf("mounting proc on %s: %w", proc, err)
 	}
 	defer func() {
-		if uerr := unmountUnder(rootfs); uerr != nil && err == nil {
+		if uerr := cluster.UnmountUnder(rootfs); uerr != nil && err == nil {
 			err = uerr
 		}
 		for _, f := range borrowed {
 			os.Remove(f)
 		}
 	}()
-	c.logf("%-24s installing kind's packages with its clean-install (log %s)", "kind base image", c.rel(filepath.Join(work, "install.log")))
-	return c.run(ctx, filepath.Join(work, "install.log"), "chroot", append([]string{rootfs, "clean-install"}, kindBasePackages...)...)
+	k.c.Logf("%-24s installing kind's packages with its clean-install (log %s)", "kind base image", k.c.Rel(filepath.Join(work, "install.log")))
+	return k.run(ctx, filepath.Join(work, "install.log"), "chroot", append([]string{rootfs, "clean-install"}, kindBasePackages...)...)
 }
 
 // buildPrograms builds kindBasePrograms into dir, which the Go build cache makes
 // quick the second time.
-func (c *Cluster) buildPrograms(ctx context.Context, dir string) error {
+func (k *Kind) buildPrograms(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, p := range kindBasePrograms {
-		c.logf("%-24s building %s", "kind base image", p)
+		k.c.Logf("%-24s building %s", "kind base image", p)
 		if p.ModuleDir != "" {
-			p.ModuleDir = filepath.Join(c.base, p.ModuleDir)
+			p.ModuleDir = filepath.Join(k.root, p.ModuleDir)
 		}
 		if _, err := p.Build(ctx, dir); err != nil {
 			return err
@@ -322,13 +323,13 @@ func debianMirror() string {
 }
 
 // docker is the docker CLI on the engine.
-func (c *Cluster) docker(ctx context.Context, args ...string) *exec.Cmd {
+func (k *Kind) docker(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "docker", args...)
-	cmd.Env = append(os.Environ(), "DOCKER_HOST="+c.DockerHost())
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+k.DockerHost())
 	return cmd
 }
 
 // run runs a command with its output in log, and names the log when it fails.
-func (c *Cluster) run(ctx context.Context, log, name string, args ...string) error {
-	return c.runCmd(exec.CommandContext(ctx, name, args...), log)
+func (k *Kind) run(ctx context.Context, log, name string, args ...string) error {
+	return k.runCmd(exec.CommandContext(ctx, name, args...), log)
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package nodee2e
 
 import (
 	"net"
@@ -23,6 +23,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
 // TestNodeE2EKeepsApartFromTheCluster: make node-e2e's containerd, pod network
@@ -30,8 +32,8 @@ import (
 // for the other's (both may have been run on the machine).
 func TestNodeE2EKeepsApartFromTheCluster(t *testing.T) {
 	e := NewNodeE2E("/srv/repo", nil)
-	c := New("/srv/repo", nil)
-	cfg := containerdConfigWith(e.n, NodeE2ERegistryAddr, NodeE2EUniqueRegistryAddr)
+	c := cluster.New("/srv/repo", nil)
+	cfg := cluster.ContainerdConfigWith(e.n, NodeE2ERegistryAddr, NodeE2EUniqueRegistryAddr)
 	for _, line := range strings.Split(cfg, "\n") {
 		if strings.Contains(line, `"/`) && !strings.Contains(line, "/srv/repo/_output/node-e2e/") && !strings.Contains(line, "/usr/lib/cni") {
 			t.Errorf("containerd config writes outside _output/node-e2e: %s", line)
@@ -42,16 +44,16 @@ func TestNodeE2EKeepsApartFromTheCluster(t *testing.T) {
 			t.Errorf("containerd config lacks %s", want)
 		}
 	}
-	if strings.Contains(cfg, RegistryAddr) || strings.Contains(cfg, SlowRegistryAddr) {
+	if strings.Contains(cfg, cluster.RegistryAddr) || strings.Contains(cfg, cluster.SlowRegistryAddr) {
 		t.Errorf("containerd config uses the local cluster's registries:\n%s", cfg)
 	}
-	for _, n := range c.allNodes() {
-		if n.bridge == e.n.bridge || n.subnet == e.n.subnet || n.containerdSocket() == e.ContainerdSocket() {
-			t.Errorf("node e2e shares the bridge, subnet or socket of node %s", n.name)
+	for _, n := range c.AllNodes() {
+		if n.Bridge == e.n.Bridge || n.Subnet == e.n.Subnet || n.ContainerdSocket() == e.ContainerdSocket() {
+			t.Errorf("node e2e shares the bridge, subnet or socket of node %s", n.Name)
 		}
 	}
 	var list map[string]string
-	if err := yaml.Unmarshal([]byte(RepoList(NodeE2ERegistryAddr)), &list); err != nil {
+	if err := yaml.Unmarshal([]byte(cluster.RepoList(NodeE2ERegistryAddr)), &list); err != nil {
 		t.Fatal(err)
 	}
 	if list["gcRegistry"] != NodeE2ERegistryAddr {

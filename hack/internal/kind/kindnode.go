@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"sigs.k8s.io/kind/pkg/build/nodeimage"
 )
@@ -39,19 +40,19 @@ const buildCAFile = "/etc/ssl/certs/kube-carry-build-proxy.pem"
 // images built here (images.KindNode) under their real names. The build container
 // trusts the proxy through a layer on the base image; the node image drops that
 // trust again, and the proxy's key never leaves this process.
-func (c *Cluster) BuildKindNodeImage(ctx context.Context, tarball, image string) error {
-	if err := c.BuildKindBase(ctx); err != nil {
+func (k *Kind) BuildKindNodeImage(ctx context.Context, tarball, image string) error {
+	if err := k.BuildKindBase(ctx); err != nil {
 		return err
 	}
-	work := c.path("node-image")
+	work := k.c.Path("node-image")
 	if err := os.RemoveAll(work); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	c.logf("%-24s building etcd, CoreDNS, pause, the local path provisioner and kindnetd's stand-in", "kind node image")
-	set, err := images.KindNode(ctx, c.base, c.Tree, work)
+	k.c.Logf("%-24s building etcd, CoreDNS, pause, the local path provisioner and kindnetd's stand-in", "kind node image")
+	set, err := images.KindNode(ctx, k.root, k.c.Tree, work)
 	if err != nil {
 		return err
 	}
@@ -67,32 +68,32 @@ func (c *Cluster) BuildKindNodeImage(ctx context.Context, tarball, image string)
 	}
 	buildBase := "kube-carry/kind-build-base:" + tag[1]
 	withCA := tag[0] + "-build-proxy:" + tag[1]
-	defer c.docker(context.WithoutCancel(ctx), "image", "rm", "--force", buildBase, withCA).Run()
-	if err := c.dockerBuild(ctx, filepath.Join(work, "build-base"), buildBase,
+	defer k.docker(context.WithoutCancel(ctx), "image", "rm", "--force", buildBase, withCA).Run()
+	if err := k.dockerBuild(ctx, filepath.Join(work, "build-base"), buildBase,
 		"FROM "+nodeimage.DefaultBaseImage+"\nCOPY proxy-ca.pem "+buildCAFile+"\n",
 		map[string][]byte{"proxy-ca.pem": proxy.CACert()}); err != nil {
 		return err
 	}
 
-	c.logf("%-24s kind build node-image --type file %s (log %s)", "kind node image", c.rel(tarball), c.rel(filepath.Join(work, "kind-build.log")))
+	k.c.Logf("%-24s kind build node-image --type file %s (log %s)", "kind node image", k.c.Rel(tarball), k.c.Rel(filepath.Join(work, "kind-build.log")))
 	kind := exec.CommandContext(ctx, "go", "tool", "kind", "build", "node-image", "--type", "file", tarball,
 		"--base-image", buildBase, "--image", withCA)
-	kind.Dir = c.base
-	kind.Env = append(os.Environ(), "DOCKER_HOST="+c.DockerHost(),
+	kind.Dir = k.root
+	kind.Env = append(os.Environ(), "DOCKER_HOST="+k.DockerHost(),
 		"HTTPS_PROXY="+proxy.URL(), "HTTP_PROXY="+proxy.URL(), "NO_PROXY=", "https_proxy=", "http_proxy=", "no_proxy=")
-	if err := c.runCmd(kind, filepath.Join(work, "kind-build.log")); err != nil {
+	if err := k.runCmd(kind, filepath.Join(work, "kind-build.log")); err != nil {
 		if missing := proxy.Missing(); len(missing) > 0 {
 			return fmt.Errorf("%w\nthe build asked for images that are not built here: %s", err, strings.Join(missing, ", "))
 		}
 		return err
 	}
-	return c.dockerBuild(ctx, filepath.Join(work, "final"), image,
+	return k.dockerBuild(ctx, filepath.Join(work, "final"), image,
 		"FROM "+withCA+"\nRUN rm "+buildCAFile+"\n", nil)
 }
 
 // dockerBuild builds an image from a Dockerfile and files in dir, with the engine's
 // classic builder (BuildKit does not come with Debian's engine).
-func (c *Cluster) dockerBuild(ctx context.Context, dir, tag, dockerfile string, files map[string][]byte) error {
+func (k *Kind) dockerBuild(ctx context.Context, dir, tag, dockerfile string, files map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -104,13 +105,13 @@ func (c *Cluster) dockerBuild(ctx context.Context, dir, tag, dockerfile string, 
 			return err
 		}
 	}
-	cmd := c.docker(ctx, "build", "--tag", tag, dir)
+	cmd := k.docker(ctx, "build", "--tag", tag, dir)
 	cmd.Env = append(cmd.Env, "DOCKER_BUILDKIT=0")
-	return c.runCmd(cmd, filepath.Join(dir, "build.log"))
+	return k.runCmd(cmd, filepath.Join(dir, "build.log"))
 }
 
 // runCmd runs cmd with its output in log, and names the log when it fails.
-func (c *Cluster) runCmd(cmd *exec.Cmd, log string) error {
+func (k *Kind) runCmd(cmd *exec.Cmd, log string) error {
 	f, err := os.Create(log)
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func (c *Cluster) runCmd(cmd *exec.Cmd, log string) error {
 	defer f.Close()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w; the last lines of %s:\n%s", strings.Join(cmd.Args, " "), err, c.rel(log), tail(log, 20))
+		return fmt.Errorf("%s: %w; the last lines of %s:\n%s", strings.Join(cmd.Args, " "), err, k.c.Rel(log), cluster.Tail(log, 20))
 	}
 	return nil
 }

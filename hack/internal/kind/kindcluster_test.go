@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"io"
@@ -40,22 +40,22 @@ func TestKindConfigRestrictsOOMScoreAdjWithoutSysResource(t *testing.T) {
 	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	for _, name := range []string{"cluster.yaml", "cluster-ha.yaml"} {
 		config := filepath.Join(root, "build", "kind", name)
-		c := NewKind(t.TempDir(), io.Discard)
-		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		k := NewKind(t.TempDir(), io.Discard)
+		if err := os.MkdirAll(k.c.Dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 
-		got, err := c.kindConfig(config, []string{"CAP_BPF"})
+		got, err := k.kindConfig(config, []string{"CAP_BPF"})
 		if err != nil || got != config {
 			t.Errorf("%s with CAP_SYS_RESOURCE: got %q, %v; want the committed config", name, got, err)
 		}
 
-		got, err = c.kindConfig(config, []string{"CAP_SYS_RESOURCE"})
+		got, err = k.kindConfig(config, []string{"CAP_SYS_RESOURCE"})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got == config || filepath.Dir(got) != c.Dir {
-			t.Fatalf("%s: derived config %q, want a copy in %s", name, got, c.Dir)
+		if got == config || filepath.Dir(got) != k.c.Dir {
+			t.Fatalf("%s: derived config %q, want a copy in %s", name, got, k.c.Dir)
 		}
 		want, derived := readKindConfig(t, config), readKindConfig(t, got)
 		want.ContainerdConfigPatches = append(want.ContainerdConfigPatches, restrictOOMScoreAdj)
@@ -72,14 +72,14 @@ func TestKindConfigOfPristineDropsTheSeriesGatesAndAPIs(t *testing.T) {
 	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	for _, name := range []string{"cluster.yaml", "cluster-ha.yaml"} {
 		config := filepath.Join(root, "build", "kind", name)
-		c := NewPristineKind(t.TempDir(), io.Discard)
+		k := NewPristineKind(t.TempDir(), io.Discard)
 		for _, missing := range [][]string{nil, {"CAP_SYS_RESOURCE"}} {
-			got, err := c.kindConfig(config, missing)
+			got, err := k.kindConfig(config, missing)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if filepath.Dir(got) != filepath.Join(c.Dir, "pristine") {
-				t.Fatalf("%s: derived config %q, want a copy in %s/pristine", name, got, c.Dir)
+			if filepath.Dir(got) != filepath.Join(k.c.Dir, "pristine") {
+				t.Fatalf("%s: derived config %q, want a copy in %s/pristine", name, got, k.c.Dir)
 			}
 			want, derived := readKindConfig(t, config), readKindConfig(t, got)
 			if len(want.FeatureGates) == 0 || len(want.RuntimeConfig) == 0 {
@@ -93,8 +93,8 @@ func TestKindConfigOfPristineDropsTheSeriesGatesAndAPIs(t *testing.T) {
 				t.Errorf("%s, missing %v: derived config\n%+v\nwant\n%+v", name, missing, derived, want)
 			}
 		}
-		if c.KindClusterName() != PristineKindClusterName || filepath.Dir(c.KindKubeconfig()) != filepath.Join(c.Dir, "pristine") {
-			t.Errorf("pristine cluster %s with kubeconfig %s, want %s in %s/pristine", c.KindClusterName(), c.KindKubeconfig(), PristineKindClusterName, c.Dir)
+		if k.KindClusterName() != PristineKindClusterName || filepath.Dir(k.KindKubeconfig()) != filepath.Join(k.c.Dir, "pristine") {
+			t.Errorf("pristine cluster %s with kubeconfig %s, want %s in %s/pristine", k.KindClusterName(), k.KindKubeconfig(), PristineKindClusterName, k.c.Dir)
 		}
 	}
 }
@@ -103,12 +103,12 @@ func TestKindConfigOfPristineDropsTheSeriesGatesAndAPIs(t *testing.T) {
 func TestKindConfigAddsWorkers(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	config := filepath.Join(filepath.Dir(file), "..", "..", "..", "build", "kind", "cluster.yaml")
-	c := NewKind(t.TempDir(), io.Discard)
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	k := NewKind(t.TempDir(), io.Discard)
+	if err := os.MkdirAll(k.c.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.KindWorkers = 2
-	got, err := c.kindConfig(config, nil)
+	k.KindWorkers = 2
+	got, err := k.kindConfig(config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,8 @@ func TestKindConfigRejectsUnknownFields(t *testing.T) {
 	if err := os.WriteFile(config, []byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodez: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := NewKind(t.TempDir(), io.Discard)
-	if _, err := c.kindConfig(config, []string{"CAP_SYS_RESOURCE"}); err == nil {
+	k := NewKind(t.TempDir(), io.Discard)
+	if _, err := k.kindConfig(config, []string{"CAP_SYS_RESOURCE"}); err == nil {
 		t.Error("a config with an unknown field was accepted")
 	}
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -28,6 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
 // The kind side of the pull gate's tests: the image in the in-memory registry,
@@ -48,7 +50,7 @@ func TestKindSlowRegistryServesTheImageUnderAnyAlias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go (&SlowRegistry{Upstream: backend}).Serve(ctx, l)
+	go (&cluster.SlowRegistry{Upstream: backend}).Serve(ctx, l)
 
 	ref, err := name.ParseReference(l.Addr().String()+"/e2e-test-images/busybox:1.37.0-1--a1b2", name.Insecure)
 	if err != nil {

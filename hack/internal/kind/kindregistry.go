@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"context"
@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
@@ -48,15 +49,15 @@ const kindNetwork = "kind"
 // pull from it over plain HTTP (a hosts.toml in /etc/containerd/certs.d, which
 // containerd reads on every pull). ready gets the address once the nodes can pull;
 // KindSlowRegistry serves until ctx ends.
-func (c *Cluster) KindSlowRegistry(ctx context.Context, ready func(addr string)) error {
-	gateway, err := c.kindGateway(ctx)
+func (k *Kind) KindSlowRegistry(ctx context.Context, ready func(addr string)) error {
+	gateway, err := k.kindGateway(ctx)
 	if err != nil {
 		return err
 	}
 	addr := net.JoinHostPort(gateway, "5001")
 
 	busybox := images.Names{Registry: "registry.k8s.io"}.Busybox()
-	archive := archivePath(c.kindPath("e2e-images"), busybox)
+	archive := archivePath(k.kindPath("e2e-images"), busybox)
 	tag, err := name.NewTag(busybox)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func (c *Cluster) KindSlowRegistry(ctx context.Context, ready func(addr string))
 	}
 	defer stop()
 
-	if err := c.trustKindRegistry(ctx, addr); err != nil {
+	if err := k.trustKindRegistry(ctx, addr); err != nil {
 		return err
 	}
 	listener, err := net.Listen("tcp", addr)
@@ -82,7 +83,7 @@ func (c *Cluster) KindSlowRegistry(ctx context.Context, ready func(addr string))
 		return fmt.Errorf("the slow registry listens on the kind network's gateway: %w", err)
 	}
 	ready(addr)
-	return (&SlowRegistry{Upstream: backend, Delay: SlowRegistryDelay}).Serve(ctx, listener)
+	return (&cluster.SlowRegistry{Upstream: backend, Delay: cluster.SlowRegistryDelay}).Serve(ctx, listener)
 }
 
 // inMemoryRegistry serves img as path (name:tag) from go-containerregistry's
@@ -106,8 +107,8 @@ func inMemoryRegistry(ctx context.Context, path string, img v1.Image) (addr stri
 }
 
 // kindGateway is the IPv4 gateway of the kind network: this machine's address on it.
-func (c *Cluster) kindGateway(ctx context.Context) (string, error) {
-	out, err := c.docker(ctx, "network", "inspect", kindNetwork, "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+func (k *Kind) kindGateway(ctx context.Context) (string, error) {
+	out, err := k.docker(ctx, "network", "inspect", kindNetwork, "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
 	if err != nil {
 		return "", fmt.Errorf("docker network inspect %s (is the kind cluster up? make kind-up): %w", kindNetwork, err)
 	}
@@ -126,17 +127,17 @@ func ipv4Gateway(gateways string) (string, error) {
 
 // trustKindRegistry tells every node's containerd to pull from the plain-HTTP
 // registry at addr.
-func (c *Cluster) trustKindRegistry(ctx context.Context, addr string) error {
-	out, err := c.kindOutput(ctx, "get", "nodes", "--name", c.KindClusterName())
+func (k *Kind) trustKindRegistry(ctx context.Context, addr string) error {
+	out, err := k.kindOutput(ctx, "get", "nodes", "--name", k.KindClusterName())
 	if err != nil {
 		return err
 	}
 	dir := filepath.Join("/etc/containerd/certs.d", addr)
-	for _, node := range strings.Fields(out) {
-		cmd := c.docker(ctx, "exec", "-i", node, "sh", "-c", fmt.Sprintf("mkdir -p %s && cat > %s/hosts.toml", dir, dir))
+	for _, Node := range strings.Fields(out) {
+		cmd := k.docker(ctx, "exec", "-i", Node, "sh", "-c", fmt.Sprintf("mkdir -p %s && cat > %s/hosts.toml", dir, dir))
 		cmd.Stdin = strings.NewReader(registryHosts(addr))
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("write %s/hosts.toml on node %s: %w: %s", dir, node, err, b)
+			return fmt.Errorf("write %s/hosts.toml on node %s: %w: %s", dir, Node, err, b)
 		}
 	}
 	return nil

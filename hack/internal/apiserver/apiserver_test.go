@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package apiserver
 
 import (
 	"context"
@@ -29,19 +29,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-carry/kube-carry/hack/internal/cluster"
 )
 
 // TestLoneAPIServer starts the lone API server in a folder of its own, writes
 // and reads an object through its kubeconfig, stops it, and starts it again
-// with an empty store. go test -tags smoke -run TestLoneAPIServer ./hack/internal/cluster
+// with an empty store. go test -tags smoke -run TestLoneAPIServer ./hack/internal/apiserver
 func TestLoneAPIServer(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := NewLoneAPIServer(root, testWriter{t})
+	a := NewLoneAPIServer(root, t.Output())
 	a.c.Dir = t.TempDir()
-	if err := portFree(LoneAPIServerAddr); err != nil {
+	if err := cluster.PortFree(LoneAPIServerAddr); err != nil {
 		t.Skip(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -71,16 +73,16 @@ func TestLoneAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"kube-apiserver", "etcd"} {
-			if pid, ok := a.c.running(name); ok {
+			if pid, ok := a.c.Running(name); ok {
 				t.Errorf("run %d: %s still runs (pid %d)", run, name, pid)
 			}
 		}
 		for _, addr := range []string{LoneAPIServerAddr, loneEtcdClient} {
-			if err := portFree(addr); err != nil {
+			if err := cluster.PortFree(addr); err != nil {
 				t.Errorf("run %d: %v", run, err)
 			}
 		}
-		if _, err := os.Stat(a.c.path("etcd")); !os.IsNotExist(err) {
+		if _, err := os.Stat(a.c.Path("etcd")); !os.IsNotExist(err) {
 			t.Errorf("run %d: etcd's store is left: %v", run, err)
 		}
 	}

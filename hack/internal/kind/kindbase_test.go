@@ -14,13 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cluster
+package kind
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -65,21 +64,5 @@ func TestCopyKindBaseFiles(t *testing.T) {
 func TestDebianMirrorIsAURL(t *testing.T) {
 	if m := debianMirror(); len(m) < len("http://x") || (m[:7] != "http://" && m[:8] != "https://") {
 		t.Errorf("debianMirror() = %q, want a URL", m)
-	}
-}
-
-// A package named by a file it provides (a header, not a program) counts as
-// installed when the file exists: nothing is installed then.
-func TestInstallPackagesChecksFilesByPath(t *testing.T) {
-	header := filepath.Join(t.TempDir(), "seccomp.h")
-	if err := os.WriteFile(header, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	if err := InstallPackages(&log, map[string]string{header: "libseccomp-dev", "sh": "dash"}); err != nil {
-		t.Fatal(err)
-	}
-	if log.Len() != 0 {
-		t.Errorf("installed packages for files that exist: %s", log.String())
 	}
 }
