@@ -58,8 +58,9 @@ type PortGroup struct {
 	Old  string `json:"old"`
 	New  string `json:"new,omitempty"`
 	// Clean files took the group's diff as it is; Merged ones needed the three-way
-	// merge (their context changed upstream) and it resolved them; ByHand ones
-	// conflicted and were fixed by a person. Added are the group's new files.
+	// merge (their context changed upstream) and it resolved them; ByHand ones a
+	// person wrote: conflicts, and files edited or added while the group was
+	// stopped. Added are the group's new files that came across as they were.
 	Clean  []string      `json:"clean,omitempty"`
 	Merged []string      `json:"merged,omitempty"`
 	ByHand []string      `json:"byHand,omitempty"`
@@ -416,8 +417,88 @@ func conflictMarker(data []byte) int {
 	return 0
 }
 
+// editedAfterMerge lists the files of a moved group that differ from what git's
+// three-way merge alone made of it (conflicts fixed, files edited or added while
+// the group was stopped): the files a person wrote.
+func (t *Tree) editedAfterMerge(pg PortGroup, parent string) ([]string, error) {
+	g := t.git()
+	// The cherry-pick's merge as merge-tree sees it: two commits on a common root
+	// that has the tree of the group's old parent (git 2.39 has no --merge-base).
+	commit := func(tree string, parents ...string) (string, error) {
+		args := []string{"commit-tree", tree + "^{tree}", "-m", "merge"}
+		for _, p := range parents {
+			args = append(args, "-p", p)
+		}
+		return g.run(args...)
+	}
+	base, err := commit(pg.Old + "^")
+	if err != nil {
+		return nil, err
+	}
+	ours, err := commit(parent, base)
+	if err != nil {
+		return nil, err
+	}
+	theirs, err := commit(pg.Old, base)
+	if err != nil {
+		return nil, err
+	}
+	// With conflicts, merge-tree exits 1 and still writes the tree, markers and all.
+	out, err := g.run("merge-tree", "--write-tree", "--no-messages", ours, theirs)
+	var ge *GitError
+	if err != nil && !(errors.As(err, &ge) && out != "") {
+		return nil, err
+	}
+	merged, _, _ := strings.Cut(out, "\n")
+	changes, err := g.diffTrees(merged, pg.New)
+	if err != nil {
+		return nil, err
+	}
+	var edited []string
+	for _, c := range changes {
+		edited = append(edited, c.Path)
+	}
+	return edited, nil
+}
+
+// countEdits moves the files a person wrote into ByHand, whatever the merge said of them.
+func (t *Tree) countEdits(p *PortState) error {
+	parent := p.NewBase
+	for i := range p.Groups {
+		pg := &p.Groups[i]
+		edited, err := t.editedAfterMerge(*pg, parent)
+		if err != nil {
+			return err
+		}
+		byHand := map[string]bool{}
+		for _, f := range append(pg.ByHand, edited...) {
+			byHand[f] = true
+		}
+		keep := func(files []string) []string {
+			var out []string
+			for _, f := range files {
+				if !byHand[f] {
+					out = append(out, f)
+				}
+			}
+			return out
+		}
+		pg.Clean, pg.Merged, pg.Added = keep(pg.Clean), keep(pg.Merged), keep(pg.Added)
+		pg.ByHand = pg.ByHand[:0]
+		for f := range byHand {
+			pg.ByHand = append(pg.ByHand, f)
+		}
+		sort.Strings(pg.ByHand)
+		parent = pg.New
+	}
+	return nil
+}
+
 // finishPort records the moved series as the tree's state and ends the port.
 func (t *Tree) finishPort(p *PortState) error {
+	if err := t.countEdits(p); err != nil {
+		return err
+	}
 	groups, err := t.Repo.Groups(t.Up)
 	if err != nil {
 		return err
