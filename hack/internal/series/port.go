@@ -64,7 +64,10 @@ type PortGroup struct {
 	Clean  []string      `json:"clean,omitempty"`
 	Merged []string      `json:"merged,omitempty"`
 	ByHand []string      `json:"byHand,omitempty"`
-	Added  []string      `json:"added,omitempty"`
+	// Regenerated are files an upstream generator writes that differ from the
+	// merge: the generator's output on the new base, not a person's.
+	Regenerated []string `json:"regenerated,omitempty"`
+	Added       []string `json:"added,omitempty"`
 	Took   time.Duration `json:"took"`
 }
 
@@ -484,11 +487,16 @@ func (t *Tree) countEdits(p *PortState) error {
 			return out
 		}
 		pg.Clean, pg.Merged, pg.Added = keep(pg.Clean), keep(pg.Merged), keep(pg.Added)
-		pg.ByHand = pg.ByHand[:0]
+		pg.ByHand, pg.Regenerated = pg.ByHand[:0], nil
 		for f := range byHand {
-			pg.ByHand = append(pg.ByHand, f)
+			if t.Up.generator(f) != nil {
+				pg.Regenerated = append(pg.Regenerated, f)
+			} else {
+				pg.ByHand = append(pg.ByHand, f)
+			}
 		}
 		sort.Strings(pg.ByHand)
+		sort.Strings(pg.Regenerated)
 		parent = pg.New
 	}
 	return nil
@@ -537,9 +545,9 @@ func (t *Tree) finishPort(p *PortState) error {
 func (p *PortState) Record() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Moving the series from %s to %s: the new pristine base in %s.\n\n", p.From, p.To, p.Materialize.Round(time.Second))
-	b.WriteString("| group | clean | merged | by hand | new files | merge time |\n| --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| group | clean | merged | by hand | regenerated | new files | merge time |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, g := range p.Groups {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |\n", g.Name, len(g.Clean), len(g.Merged), len(g.ByHand), len(g.Added), g.Took.Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s |\n", g.Name, len(g.Clean), len(g.Merged), len(g.ByHand), len(g.Regenerated), len(g.Added), g.Took.Round(100*time.Millisecond))
 	}
 	if len(p.Collisions) > 0 {
 		fmt.Fprintf(&b, "\nNames %s takes that the series took on %s:\n", p.To, p.From)
@@ -548,7 +556,7 @@ func (p *PortState) Record() string {
 		}
 	}
 	for _, g := range p.Groups {
-		if len(g.Merged)+len(g.ByHand) == 0 {
+		if len(g.Merged)+len(g.ByHand)+len(g.Regenerated) == 0 {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s:\n", g.Name)
@@ -557,6 +565,9 @@ func (p *PortState) Record() string {
 		}
 		for _, f := range g.ByHand {
 			fmt.Fprintf(&b, "- by hand: %s\n", f)
+		}
+		for _, f := range g.Regenerated {
+			fmt.Fprintf(&b, "- regenerated: %s\n", f)
 		}
 	}
 	return b.String()

@@ -84,8 +84,9 @@ func TestPortMergesGroupsAndStopsAtAConflict(t *testing.T) {
 
 	// The fix, and a file the group needs on the new base: both written by hand.
 	writeFiles(t, f.tree.Dir(), map[string]string{
-		"pkg/a/a.go":     strings.Replace(upstreamGo, "return 42", "return 45", 1),
-		"pkg/a/extra.go": "package a\n",
+		"pkg/a/a.go":                     strings.Replace(upstreamGo, "return 42", "return 45", 1),
+		"pkg/a/extra.go":                 "package a\n",
+		"pkg/a/zz_generated.deepcopy.go": "package a\n",
 	})
 	if err := f.tree.ContinuePort(backup); err != nil {
 		t.Fatalf("ContinuePort after the fix: %v", err)
@@ -102,7 +103,7 @@ func TestPortMergesGroupsAndStopsAtAConflict(t *testing.T) {
 		t.Errorf("group 20's patch does not carry the fix against v2.0.0:\n%s", got)
 	}
 	record := readFile(t, filepath.Join(f.repo.Root, "_output", "port-fake-v1.0.0-v2.0.0.md"))
-	for _, row := range []string{"| 10-first | 1 | 1 | 0 | 1 |", "| 20-second | 0 | 0 | 2 | 0 |", "- merged: README", "- by hand: pkg/a/a.go", "- by hand: pkg/a/extra.go"} {
+	for _, row := range []string{"| 10-first | 1 | 1 | 0 | 0 | 1 |", "| 20-second | 0 | 0 | 2 | 1 | 0 |", "- regenerated: pkg/a/zz_generated.deepcopy.go", "- merged: README", "- by hand: pkg/a/a.go", "- by hand: pkg/a/extra.go"} {
 		if !strings.Contains(record, row) {
 			t.Errorf("the record lacks %q:\n%s", row, record)
 		}
