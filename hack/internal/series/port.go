@@ -61,14 +61,14 @@ type PortGroup struct {
 	// merge (their context changed upstream) and it resolved them; ByHand ones a
 	// person wrote: conflicts, and files edited or added while the group was
 	// stopped. Added are the group's new files that came across as they were.
-	Clean  []string      `json:"clean,omitempty"`
-	Merged []string      `json:"merged,omitempty"`
-	ByHand []string      `json:"byHand,omitempty"`
+	Clean  []string `json:"clean,omitempty"`
+	Merged []string `json:"merged,omitempty"`
+	ByHand []string `json:"byHand,omitempty"`
 	// Regenerated are files an upstream generator writes that differ from the
 	// merge: the generator's output on the new base, not a person's.
-	Regenerated []string `json:"regenerated,omitempty"`
-	Added       []string `json:"added,omitempty"`
-	Took   time.Duration `json:"took"`
+	Regenerated []string      `json:"regenerated,omitempty"`
+	Added       []string      `json:"added,omitempty"`
+	Took        time.Duration `json:"took"`
 }
 
 // ConflictError stops a port at a group whose merge conflicts.
