@@ -318,8 +318,8 @@ func (t *Tree) mergeGroup(pg *PortGroup) error {
 			if !errors.As(err, &ge) {
 				return err
 			}
-			for _, p := range applyFailures(ge.Stderr) {
-				failing[p] = true
+			for _, e := range applyErrors(ge.Stderr) {
+				failing[e.file] = true
 			}
 		}
 	}
@@ -350,22 +350,6 @@ func (t *Tree) mergeGroup(pg *PortGroup) error {
 	}
 	pg.Took = time.Since(start)
 	return nil
-}
-
-// applyFailures lists the paths git apply --check names as not applying.
-func applyFailures(stderr string) []string {
-	var out []string
-	for _, l := range strings.Split(stderr, "\n") {
-		l = strings.TrimPrefix(l, "error: ")
-		if rest, ok := strings.CutPrefix(l, "patch failed: "); ok {
-			if i := strings.LastIndex(rest, ":"); i > 0 {
-				out = append(out, rest[:i])
-			}
-		} else if file, _, ok := strings.Cut(l, ": "); ok && file != "" && !strings.Contains(file, " ") {
-			out = append(out, file)
-		}
-	}
-	return out
 }
 
 func (t *Tree) conflict(p *PortState, pg *PortGroup) error {

@@ -333,20 +333,34 @@ func (t *Tree) patchError(gr Group, err error) error {
 	}
 	pe.Git = ge.Stderr
 	data, _ := os.ReadFile(gr.Patch)
-	for _, l := range strings.Split(ge.Stderr, "\n") {
-		l = strings.TrimPrefix(l, "error: ")
-		if rest, ok := strings.CutPrefix(l, "patch failed: "); ok {
-			i := strings.LastIndex(rest, ":")
-			if i < 0 {
-				continue
-			}
-			file, line := rest[:i], rest[i+1:]
-			pe.Hunks = append(pe.Hunks, fmt.Sprintf("%s: hunk %s does not apply", file, findHunk(data, file, line)))
-		} else if file, why, ok := strings.Cut(l, ": "); ok && why != "patch does not apply" && file != "" && !strings.Contains(file, " ") {
-			pe.Hunks = append(pe.Hunks, fmt.Sprintf("%s: %s", file, why))
+	for _, e := range applyErrors(ge.Stderr) {
+		switch {
+		case e.line != "":
+			pe.Hunks = append(pe.Hunks, fmt.Sprintf("%s: hunk %s does not apply", e.file, findHunk(data, e.file, e.line)))
+		case e.why != "patch does not apply": // said with the hunk above
+			pe.Hunks = append(pe.Hunks, fmt.Sprintf("%s: %s", e.file, e.why))
 		}
 	}
 	return pe
+}
+
+// applyError is a file git apply's errors name: the old line of a hunk that
+// failed, or why the file does not apply.
+type applyError struct{ file, line, why string }
+
+func applyErrors(stderr string) []applyError {
+	var out []applyError
+	for _, l := range strings.Split(stderr, "\n") {
+		l = strings.TrimPrefix(l, "error: ")
+		if rest, ok := strings.CutPrefix(l, "patch failed: "); ok {
+			if i := strings.LastIndex(rest, ":"); i > 0 {
+				out = append(out, applyError{file: rest[:i], line: rest[i+1:]})
+			}
+		} else if file, why, ok := strings.Cut(l, ": "); ok && file != "" && !strings.Contains(file, " ") {
+			out = append(out, applyError{file: file, why: why})
+		}
+	}
+	return out
 }
 
 // findHunk returns the header (and line in the patch) of the hunk of file that
