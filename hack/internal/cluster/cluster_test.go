@@ -17,6 +17,7 @@ limitations under the License.
 package cluster
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +30,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
 func TestNodeNameResolvesToLoopback(t *testing.T) {
@@ -312,5 +315,33 @@ func TestInstallPackagesChecksFilesByPath(t *testing.T) {
 	}
 	if log.Len() != 0 {
 		t.Errorf("installed packages for files that exist: %s", log.String())
+	}
+}
+
+// The registry's storage outlives clusters: one filled before a move to a new
+// upstream release holds the images under the tags the old tree asked for,
+// and the cluster's images must be pushed again under the new ones.
+func TestImagesArePushedAgainWhenATagChanges(t *testing.T) {
+	held := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !held[r.URL.Path] {
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	registry := strings.TrimPrefix(srv.URL, "http://")
+	held["/v2/pause/manifests/"+images.PauseTag] = true
+	held["/v2/e2e-test-images/busybox/manifests/"+images.BusyboxTag] = true
+	for _, mib := range syntheticSizes {
+		held["/v2/carry/synthetic/manifests/"+strconv.Itoa(mib)+"mib"] = true
+	}
+	ctx := context.Background()
+	if !standardImagesIn(ctx, registry) {
+		t.Fatalf("a registry holding every image at the tree's tags: not all in")
+	}
+	delete(held, "/v2/e2e-test-images/busybox/manifests/"+images.BusyboxTag)
+	held["/v2/e2e-test-images/busybox/manifests/1.36.1-1"] = true // an older tree's
+	if standardImagesIn(ctx, registry) {
+		t.Errorf("a registry holding busybox only under an older tag: all in, so busybox %s is never pushed", images.BusyboxTag)
 	}
 }
