@@ -15,7 +15,7 @@ ignore (
 
 require (
 	k8s.io/autoscaler/vertical-pod-autoscaler v1.8.1
-	k8s.io/kubernetes v1.36.3
+	k8s.io/kubernetes v1.37.2
 )
 
 require (
@@ -70,7 +70,7 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.65.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0 // indirect
 	go.opentelemetry.io/otel v1.46.0 // indirect
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
@@ -83,7 +83,7 @@ require (
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260128011058-8636f8732409 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
@@ -103,106 +103,103 @@ require (
 	github.com/moby/sys/capability v0.5.0
 	golang.org/x/mod v0.42.0
 	golang.org/x/time v0.15.0
-	google.golang.org/grpc v1.79.3
+	google.golang.org/grpc v1.82.1
 	google.golang.org/protobuf v1.36.12
-	k8s.io/api v0.37.1
-	k8s.io/apiextensions-apiserver v0.36.3
-	k8s.io/apimachinery v0.37.1
-	k8s.io/apiserver v0.36.3
-	k8s.io/cli-runtime v0.36.3
-	k8s.io/client-go v0.37.1
-	k8s.io/cloud-provider v0.36.3
-	k8s.io/cluster-bootstrap v0.36.3
-	k8s.io/code-generator v0.37.1
-	k8s.io/component-base v0.37.1
-	k8s.io/component-helpers v0.36.3
-	k8s.io/controller-manager v0.36.3
-	k8s.io/cri-api v0.36.3
-	k8s.io/cri-client v0.36.3
-	k8s.io/cri-streaming v0.36.3
-	k8s.io/csi-translation-lib v0.36.3
-	k8s.io/dynamic-resource-allocation v0.36.3
-	k8s.io/endpointslice v0.36.3
-	k8s.io/externaljwt v0.36.3
-	k8s.io/kms v0.36.3
-	k8s.io/kube-aggregator v0.36.3
-	k8s.io/kube-controller-manager v0.36.3
-	k8s.io/kube-proxy v0.36.3
-	k8s.io/kube-scheduler v0.36.3
-	k8s.io/kubectl v0.36.3
-	k8s.io/kubelet v0.36.3
-	k8s.io/metrics v0.37.1
-	k8s.io/mount-utils v0.36.3
-	k8s.io/pod-security-admission v0.36.3
-	k8s.io/sample-apiserver v0.36.3
-	k8s.io/sample-controller v0.36.3
-	k8s.io/streaming v0.36.3
+	k8s.io/api v0.37.2
+	k8s.io/apiextensions-apiserver v0.37.2
+	k8s.io/apimachinery v0.37.2
+	k8s.io/apiserver v0.37.2
+	k8s.io/cli-runtime v0.37.2
+	k8s.io/client-go v0.37.2
+	k8s.io/cloud-provider v0.37.2
+	k8s.io/cluster-bootstrap v0.37.2
+	k8s.io/code-generator v0.37.2
+	k8s.io/component-base v0.37.2
+	k8s.io/component-helpers v0.37.2
+	k8s.io/controller-manager v0.37.2
+	k8s.io/cri-api v0.37.2
+	k8s.io/cri-client v0.37.2
+	k8s.io/cri-streaming v0.37.2
+	k8s.io/csi-translation-lib v0.37.2
+	k8s.io/dynamic-resource-allocation v0.37.2
+	k8s.io/endpointslice v0.37.2
+	k8s.io/externaljwt v0.37.2
+	k8s.io/kms v0.37.2
+	k8s.io/kube-aggregator v0.37.2
+	k8s.io/kube-controller-manager v0.37.2
+	k8s.io/kube-proxy v0.37.2
+	k8s.io/kube-scheduler v0.37.2
+	k8s.io/kubectl v0.37.2
+	k8s.io/kubelet v0.37.2
+	k8s.io/metrics v0.37.2
+	k8s.io/mount-utils v0.37.2
+	k8s.io/pod-security-admission v0.37.2
+	k8s.io/sample-apiserver v0.37.2
+	k8s.io/streaming v0.37.2
 	sigs.k8s.io/kind v0.33.0
 	sigs.k8s.io/yaml v1.6.0
 )
 
-replace k8s.io/api => k8s.io/api v0.36.3
-
-replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
-
-replace k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-
-replace k8s.io/apiserver => k8s.io/apiserver v0.36.3
-
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.36.3
-
-replace k8s.io/client-go => k8s.io/client-go v0.36.3
-
-replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.36.3
-
-replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.36.3
-
-replace k8s.io/code-generator => k8s.io/code-generator v0.36.3
-
-replace k8s.io/component-base => k8s.io/component-base v0.36.3
-
-replace k8s.io/component-helpers => k8s.io/component-helpers v0.36.3
-
-replace k8s.io/controller-manager => k8s.io/controller-manager v0.36.3
-
-replace k8s.io/cri-api => k8s.io/cri-api v0.36.3
-
-replace k8s.io/cri-client => k8s.io/cri-client v0.36.3
-
-replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.3
-
-replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.3
-
-replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.3
-
-replace k8s.io/endpointslice => k8s.io/endpointslice v0.36.3
-
-replace k8s.io/externaljwt => k8s.io/externaljwt v0.36.3
-
-replace k8s.io/kms => k8s.io/kms v0.36.3
-
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.3
-
-replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.36.3
-
-replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.36.3
-
-replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.3
-
-replace k8s.io/kubectl => k8s.io/kubectl v0.36.3
-
-replace k8s.io/kubelet => k8s.io/kubelet v0.36.3
-
-replace k8s.io/metrics => k8s.io/metrics v0.36.3
-
-replace k8s.io/mount-utils => k8s.io/mount-utils v0.36.3
-
-replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.36.3
-
-replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.36.3
-
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
-
-replace k8s.io/streaming => k8s.io/streaming v0.36.3
-
 tool sigs.k8s.io/kind
+
+replace k8s.io/api => k8s.io/api v0.37.2
+
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
+
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.37.2
+
+replace k8s.io/apiserver => k8s.io/apiserver v0.37.2
+
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.37.2
+
+replace k8s.io/client-go => k8s.io/client-go v0.37.2
+
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.37.2
+
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.37.2
+
+replace k8s.io/code-generator => k8s.io/code-generator v0.37.2
+
+replace k8s.io/component-base => k8s.io/component-base v0.37.2
+
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.37.2
+
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.37.2
+
+replace k8s.io/cri-api => k8s.io/cri-api v0.37.2
+
+replace k8s.io/cri-client => k8s.io/cri-client v0.37.2
+
+replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.37.2
+
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.37.2
+
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.37.2
+
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.37.2
+
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.37.2
+
+replace k8s.io/kms => k8s.io/kms v0.37.2
+
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.37.2
+
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.37.2
+
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.37.2
+
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.37.2
+
+replace k8s.io/kubectl => k8s.io/kubectl v0.37.2
+
+replace k8s.io/kubelet => k8s.io/kubelet v0.37.2
+
+replace k8s.io/metrics => k8s.io/metrics v0.37.2
+
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.37.2
+
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.2
+
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.2
+
+replace k8s.io/streaming => k8s.io/streaming v0.37.2

@@ -54,6 +54,5 @@ import (
 	_ "k8s.io/mount-utils"
 	_ "k8s.io/pod-security-admission"
 	_ "k8s.io/sample-apiserver/pkg/apis/wardle"
-	_ "k8s.io/sample-controller/pkg/apis/samplecontroller/v1alpha1"
 	_ "k8s.io/streaming"
 )

@@ -31,6 +31,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
 // TestBalloonPodFeatureDeclaration checks that a kubelet declares BalloonPod
@@ -75,10 +76,10 @@ func TestBalloonPodFeatureDeclaration(t *testing.T) {
 			}
 
 			handler := lifecycle.NewDeclaredFeaturesAdmitHandler(ndf.DefaultFramework, ndf.DefaultFramework.MustMapSorted(declared), kubeletVersion)
-			if result := handler.Admit(&lifecycle.PodAdmitAttributes{Pod: critical}); !result.Admit {
+			if result := handler.Admit(ktesting.Init(t), &lifecycle.PodAdmitAttributes{Pod: critical}); !result.Admit {
 				t.Errorf("critical pod not admitted: %s: %s", result.Reason, result.Message)
 			}
-			result := handler.Admit(&lifecycle.PodAdmitAttributes{Pod: balloon})
+			result := handler.Admit(ktesting.Init(t), &lifecycle.PodAdmitAttributes{Pod: balloon})
 			if result.Admit != enabled {
 				t.Fatalf("balloon admitted %v, want %v (%s: %s)", result.Admit, enabled, result.Reason, result.Message)
 			}

@@ -26,7 +26,7 @@ import (
 // The tags of test/utils/image's GlibcDnsTesting and APIServer (test/images/glibc-dns-testing
 // and sample-apiserver).
 const (
-	GlibcDNSTestingTag = "2.0.0"
+	GlibcDNSTestingTag = "2.1.1"
 	SampleAPIServerTag = "1.29.2"
 )
 

@@ -49,8 +49,8 @@ import (
 // (test/utils/image/manifest.go); TestTagsMatchTheTree checks them against the tree.
 const (
 	PauseTag   = "3.10.2"
-	BusyboxTag = "1.37.0-1"
-	AgnhostTag = "2.63.0"
+	BusyboxTag = "1.37.0-2"
+	AgnhostTag = "2.66.1"
 	// The images of test/images that Conformance specs start besides those
 	// (images.ConformanceExtras).
 	AgnhostPrevTag = "2.55"

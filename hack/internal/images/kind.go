@@ -33,8 +33,8 @@ import (
 // CNI and storage images (TestKindNamesMatchKindAndTheTree checks them against
 // kind's module and the tree).
 const (
-	KindEtcd                 = "registry.k8s.io/etcd:3.6.8-0"
-	KindCoreDNS              = "registry.k8s.io/coredns/coredns:v1.14.2"
+	KindEtcd                 = "registry.k8s.io/etcd:3.7.0-0"
+	KindCoreDNS              = "registry.k8s.io/coredns/coredns:v1.14.6"
 	KindPause                = "registry.k8s.io/pause:3.10"
 	KindKindnetd             = "docker.io/kindest/kindnetd:v20260820-69b56db7"
 	KindLocalPathProvisioner = "docker.io/kindest/local-path-provisioner:v20260820-69b56db7"
@@ -52,7 +52,7 @@ const (
 
 // The Go programs of those images, at the versions of the images.
 const (
-	coreDNSModule, coreDNSVersion     = "github.com/coredns/coredns", "v1.14.2"
+	coreDNSModule, coreDNSVersion     = "github.com/coredns/coredns", "v1.14.6"
 	localPathModule, localPathVersion = "github.com/rancher/local-path-provisioner", "v0.0.30"
 	// etcd's server module has replace directives, so it is built from a module of
 	// this repository that requires it: build/kind/etcd.

@@ -30,8 +30,8 @@ import (
 // The tags of test/utils/image's Nginx and NginxNew (test/images/nginx and
 // nginx-new: nginx's own Alpine images under e2e names).
 const (
-	NginxTag    = "1.15-4"
-	NginxNewTag = "1.27-0"
+	NginxTag    = "1.27.0-2"
+	NginxNewTag = "1.28.0-2"
 )
 
 // nginxConf is nginx's own image's configuration, reduced to what it serves: the

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
@@ -54,6 +55,7 @@ type balloonNode struct {
 	status    status.Manager
 	recorder  *record.FakeRecorder
 	preempted []string
+	ctx       context.Context
 }
 
 // newBalloonNode admits pods at their spec resources and wires the kubelet's
@@ -61,11 +63,11 @@ type balloonNode struct {
 // critical pod preemption on failure.
 func newBalloonNode(t *testing.T, pods ...*v1.Pod) *balloonNode {
 	t.Helper()
-	logger, _ := ktesting.NewTestContext(t)
-	n := &balloonNode{pods: pods, recorder: record.NewFakeRecorder(100)}
+	logger, ctx := ktesting.NewTestContext(t)
+	n := &balloonNode{pods: pods, recorder: record.NewFakeRecorder(100), ctx: ctx}
 	n.status = status.NewManager(&fake.Clientset{}, kubepod.NewBasicPodManager(), &statustest.FakePodDeletionSafetyProvider{}, kubeletutil.NewPodStartupLatencyTracker())
 	getPods := func() []*v1.Pod { return n.pods }
-	n.manager = NewInMemoryManager(n.status, func(*v1.Pod) {}, getPods,
+	n.manager = NewInMemoryManager(logger, n.status, func(context.Context, *v1.Pod) {}, getPods,
 		func(uid types.UID) (*v1.Pod, bool) {
 			for _, p := range n.pods {
 				if p.UID == uid {
@@ -78,7 +80,6 @@ func newBalloonNode(t *testing.T, pods ...*v1.Pod) *balloonNode {
 		n.recorder,
 	)
 	runtime := &containertest.FakeRuntime{}
-	n.manager.SetContainerRuntime(runtime)
 	getNode := func(context.Context, bool) (*v1.Node, error) {
 		return &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{
 			v1.ResourceCPU:    resource.MustParse("4"),
@@ -90,13 +91,13 @@ func newBalloonNode(t *testing.T, pods ...*v1.Pod) *balloonNode {
 		n.preempted = append(n.preempted, pod.Name)
 		return nil
 	}
-	containerManager := cm.NewFakeContainerManager()
+	containerManager := cm.NewFakeContainerManager(logger)
 	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{
-		NewPodResizesAdmitHandler(containerManager, runtime, n.manager, logger),
+		NewPodResizesAdmitHandler(containerManager, runtime, n.manager),
 		lifecycle.NewPredicateAdmitHandler(getNode, preemption.NewCriticalPodAdmissionHandler(getPods, kill, n.recorder), containerManager.UpdatePluginResources),
 	})
 	for _, pod := range pods {
-		if err := n.manager.SetAllocatedResources(pod); err != nil {
+		if err := n.manager.SetAllocatedResources(logger, pod); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +112,7 @@ func (n *balloonNode) resize(pod *v1.Pod, cpu, memory string) {
 		v1.ResourceMemory: resource.MustParse(memory),
 	}
 	pod.Generation++
-	n.manager.PushPendingResize(pod.UID)
+	n.manager.PushPendingResize(klog.FromContext(n.ctx), pod.UID)
 }
 
 func (n *balloonNode) allocatedCPU(t *testing.T, pod *v1.Pod) string {
@@ -173,42 +174,58 @@ func TestBalloonUpsizeNeverPreempts(t *testing.T) {
 	if goruntime.GOOS == "windows" {
 		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
 	}
+	// KEP-5836 moves resize preemption to the scheduler: with its gate on the kubelet
+	// never preempts for a resize, balloon or not; the balloon's guard still holds.
 	for _, enabled := range []bool{true, false} {
-		t.Run("BalloonPod="+map[bool]string{true: "on", false: "off"}[enabled], func(t *testing.T) {
-			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, enabled)
-			balloon, workload := newBalloon("1", "1Gi"), newWorkload("busy", "2", "1Gi")
-			n := newBalloonNode(t, balloon, workload)
+		for _, schedulerPreemption := range []bool{false, true} {
+			name := "BalloonPod=" + map[bool]string{true: "on", false: "off"}[enabled] +
+				"/InPlacePodVerticalScalingSchedulerPreemption=" + map[bool]string{true: "on", false: "off"}[schedulerPreemption]
+			t.Run(name, func(t *testing.T) {
+				featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+					features.BalloonPod: enabled,
+					features.InPlacePodVerticalScalingSchedulerPreemption: schedulerPreemption,
+				})
+				balloon, workload := newBalloon("1", "1Gi"), newWorkload("busy", "2", "1Gi")
+				n := newBalloonNode(t, balloon, workload)
 
-			n.resize(balloon, "3", "1Gi")
-			n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+				n.resize(balloon, "3", "1Gi")
+				n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 
-			if !enabled {
-				// Upstream: the balloon is just a critical pod and preempts the workload (#139996).
-				if len(n.preempted) != 1 || n.preempted[0] != "busy" {
-					t.Fatalf("with the gate off, expected the critical pod's resize to preempt busy, preempted %v", n.preempted)
+				if !enabled {
+					if schedulerPreemption {
+						// Upstream with KEP-5836: the kubelet defers the resize and leaves preemption to the scheduler.
+						if len(n.preempted) != 0 {
+							t.Fatalf("with resize preemption in the scheduler, the kubelet preempted %v", n.preempted)
+						}
+						return
+					}
+					// Upstream: the balloon is just a critical pod and preempts the workload (#139996).
+					if len(n.preempted) != 1 || n.preempted[0] != "busy" {
+						t.Fatalf("with the gate off, expected the critical pod's resize to preempt busy, preempted %v", n.preempted)
+					}
+					return
 				}
-				return
-			}
-			if len(n.preempted) != 0 {
-				t.Fatalf("a balloon upsize preempted %v", n.preempted)
-			}
-			if got := n.allocatedCPU(t, balloon); got != "1" {
-				t.Errorf("balloon allocated cpu = %s, want it unchanged at 1", got)
-			}
-			c := n.pendingCondition(balloon)
-			if c == nil || c.Reason != v1.PodReasonDeferred {
-				t.Fatalf("want a Deferred PodResizePending condition, got %+v", c)
-			}
-			if !strings.Contains(c.Message, "Node didn't have enough resource: cpu") || !strings.Contains(c.Message, "never preempts running pods") {
-				t.Errorf("the Deferred message does not say why: %q", c.Message)
-			}
-			if ev := n.events(); !strings.Contains(ev, events.ResizeDeferred) || !strings.Contains(ev, "never preempts running pods") {
-				t.Errorf("want a %s event that says why, got %q", events.ResizeDeferred, ev)
-			}
-			if !n.manager.HasPendingResizes() {
-				t.Error("the deferred balloon upsize must stay pending for a retry")
-			}
-		})
+				if len(n.preempted) != 0 {
+					t.Fatalf("a balloon upsize preempted %v", n.preempted)
+				}
+				if got := n.allocatedCPU(t, balloon); got != "1" {
+					t.Errorf("balloon allocated cpu = %s, want it unchanged at 1", got)
+				}
+				c := n.pendingCondition(balloon)
+				if c == nil || c.Reason != v1.PodReasonDeferred {
+					t.Fatalf("want a Deferred PodResizePending condition, got %+v", c)
+				}
+				if !strings.Contains(c.Message, "Node didn't have enough resource: cpu") || !strings.Contains(c.Message, "never preempts running pods") {
+					t.Errorf("the Deferred message does not say why: %q", c.Message)
+				}
+				if ev := n.events(); !strings.Contains(ev, events.ResizeDeferred) || !strings.Contains(ev, "never preempts running pods") {
+					t.Errorf("want a %s event that says why, got %q", events.ResizeDeferred, ev)
+				}
+				if !n.manager.HasPendingResizes() {
+					t.Error("the deferred balloon upsize must stay pending for a retry")
+				}
+			})
+		}
 	}
 }
 
@@ -222,14 +239,14 @@ func TestBalloonDownsizeFreesCapacityForWaitingWork(t *testing.T) {
 
 	// The workload wants to grow into capacity the balloon holds: deferred.
 	n.resize(workload, "2", "1Gi")
-	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 	if c := n.pendingCondition(workload); c == nil || c.Reason != v1.PodReasonDeferred {
 		t.Fatalf("want the workload upsize deferred, got %+v", c)
 	}
 
 	// The balloon shrinks: its downsize and the waiting upsize are both allocated in one pass.
 	n.resize(balloon, "500m", "1Gi")
-	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 	if got := n.allocatedCPU(t, balloon); got != "500m" {
 		t.Errorf("balloon allocated cpu = %s, want 500m", got)
 	}
@@ -241,7 +258,7 @@ func TestBalloonDownsizeFreesCapacityForWaitingWork(t *testing.T) {
 	}
 
 	// A new pod is admitted into what is left.
-	if ok, reason, msg := n.manager.AddPod(n.pods, newWorkload("new", "1500m", "1Gi")); !ok {
+	if ok, reason, msg := n.manager.AddPod(n.ctx, n.pods, newWorkload("new", "1500m", "1Gi")); !ok {
 		t.Errorf("a new pod that fits after the downsize was rejected: %s: %s", reason, msg)
 	}
 }
@@ -256,14 +273,14 @@ func TestWaitingWorkGoesBeforeBalloonUpsize(t *testing.T) {
 
 	n.resize(balloon, "2", "1Gi")
 	n.resize(workload, "2", "1Gi")
-	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 	if len(n.preempted) != 0 {
 		t.Fatalf("resizes preempted %v", n.preempted)
 	}
 
 	// One cpu is freed: the workload's resize gets it, the balloon keeps waiting.
 	n.pods = append(n.pods[:2], n.pods[3])
-	n.manager.RetryPendingResizes(TriggerReasonPodsRemoved)
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodsRemoved)
 	if got := n.allocatedCPU(t, workload); got != "2" {
 		t.Errorf("workload allocated cpu = %s, want 2", got)
 	}
@@ -279,21 +296,36 @@ func TestCriticalResizeNeverPreemptsBalloon(t *testing.T) {
 	if goruntime.GOOS == "windows" {
 		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
 	}
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
-	balloon := newBalloon("2", "1Gi")
-	critical := balloonTestPod("critical", metav1.NamespaceSystem, scheduling.SystemNodeCritical, scheduling.SystemCriticalPriority+1000, "1", "1Gi")
-	fakeBalloon := newWorkload("fake-balloon", "1", "1Gi")
-	fakeBalloon.Labels = map[string]string{v1.LabelBalloonPod: "true"}
-	n := newBalloonNode(t, balloon, critical, fakeBalloon)
+	for _, schedulerPreemption := range []bool{false, true} {
+		t.Run("InPlacePodVerticalScalingSchedulerPreemption="+map[bool]string{true: "on", false: "off"}[schedulerPreemption], func(t *testing.T) {
+			featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+				features.BalloonPod: true,
+				features.InPlacePodVerticalScalingSchedulerPreemption: schedulerPreemption,
+			})
+			balloon := newBalloon("2", "1Gi")
+			critical := balloonTestPod("critical", metav1.NamespaceSystem, scheduling.SystemNodeCritical, scheduling.SystemCriticalPriority+1000, "1", "1Gi")
+			fakeBalloon := newWorkload("fake-balloon", "1", "1Gi")
+			fakeBalloon.Labels = map[string]string{v1.LabelBalloonPod: "true"}
+			n := newBalloonNode(t, balloon, critical, fakeBalloon)
 
-	n.resize(critical, "2", "1Gi")
-	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+			n.resize(critical, "2", "1Gi")
+			n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 
-	// The label alone grants nothing: the fake balloon is preempted, the real one never.
-	if len(n.preempted) != 1 || n.preempted[0] != "fake-balloon" {
-		t.Fatalf("preempted %v, want only fake-balloon", n.preempted)
-	}
-	if got := n.allocatedCPU(t, balloon); got != "2" {
-		t.Errorf("balloon allocated cpu = %s, want 2", got)
+			if got := n.allocatedCPU(t, balloon); got != "2" {
+				t.Errorf("balloon allocated cpu = %s, want 2", got)
+			}
+			if schedulerPreemption {
+				// The kubelet defers the resize; the scheduler, which never picks the
+				// balloon (the highest priority there is), preempts if anyone does.
+				if len(n.preempted) != 0 {
+					t.Fatalf("preempted %v, want nothing: the scheduler owns resize preemption", n.preempted)
+				}
+				return
+			}
+			// The label alone grants nothing: the fake balloon is preempted, the real one never.
+			if len(n.preempted) != 1 || n.preempted[0] != "fake-balloon" {
+				t.Fatalf("preempted %v, want only fake-balloon", n.preempted)
+			}
+		})
 	}
 }

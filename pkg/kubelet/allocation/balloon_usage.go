@@ -66,7 +66,7 @@ type balloonUsageAdmitHandler struct {
 //
 // Usage it cannot read defers the upsize too: a reclaim is retried, an eviction
 // is not undone.
-func (h *balloonUsageAdmitHandler) Admit(attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
 	pod := attrs.Pod
 	if attrs.Operation != lifecycle.ResizeOperation || !kubetypes.IsBalloonPod(pod) {
 		return lifecycle.PodAdmitResult{Admit: true}
@@ -78,7 +78,6 @@ func (h *balloonUsageAdmitHandler) Admit(attrs *lifecycle.PodAdmitAttributes) li
 		return lifecycle.PodAdmitResult{Admit: true}
 	}
 
-	ctx := context.TODO()
 	summary, err := h.memoryStats(ctx)
 	if err != nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
 		return deferBalloonUpsize("the node's memory usage is not known yet (%v)", err)

@@ -146,7 +146,7 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 			n := newBalloonNode(t, balloon, workload).withUsageCheck(&usage)
 
 			n.resize(balloon, "100m", tc.to)
-			n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+			n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 
 			if len(n.preempted) != 0 {
 				t.Fatalf("the resize preempted %v", n.preempted)
@@ -185,14 +185,14 @@ func TestBalloonUpsizeDeferredByUsageAppliesOnRetry(t *testing.T) {
 	n := newBalloonNode(t, balloon, workload).withUsageCheck(usage)
 
 	n.resize(balloon, "100m", "2Gi")
-	n.manager.RetryPendingResizes(TriggerReasonPodUpdated)
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
 	if c := n.pendingCondition(balloon); c == nil || c.Reason != v1.PodReasonDeferred {
 		t.Fatalf("a BestEffort pod's usage must defer the upsize, got %+v", c)
 	}
 
 	// The pod's usage falls: the periodic retry applies the upsize.
 	usage.pods[workload] = "1Gi"
-	n.manager.RetryPendingResizes(triggerReasonPeriodic)
+	n.manager.RetryPendingResizes(n.ctx, triggerReasonPeriodic)
 	if got := n.allocatedMemory(t, balloon); got != "2Gi" {
 		t.Errorf("balloon allocated memory = %s, want 2Gi once usage allows it", got)
 	}

@@ -193,15 +193,14 @@ func newPullGate(imageService kubecontainer.ImageService, limit int32, config Pu
 var _ imagePuller = &pullGate{}
 
 // pullImage implements imagePuller for callers that need neither events nor a
-// re-check: the pull never waits for another pod's.
+// re-check: the pull never waits for another pod's. Like the parallel puller's,
+// it returns once the result is sent: callers run it in a goroutine.
 func (g *pullGate) pullImage(ctx context.Context, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, pullChan chan<- pullResult, podSandboxConfig *runtimeapi.PodSandboxConfig) {
-	go func() {
-		res := g.pull(ctx, pullRequest{spec: spec, credentials: credentials, podSandboxConfig: podSandboxConfig, alwaysPull: true})
-		if res.finish != nil {
-			res.finish()
-		}
-		pullChan <- res.pullResult
-	}()
+	res := g.pull(ctx, pullRequest{spec: spec, credentials: credentials, podSandboxConfig: podSandboxConfig, alwaysPull: true})
+	if res.finish != nil {
+		res.finish()
+	}
+	pullChan <- res.pullResult
 }
 
 // pull returns when the pod's image is pulled, is found present after a pull of it

@@ -167,7 +167,7 @@ func (s *simImageService) GetImageSize(context.Context, kubecontainer.ImageSpec)
 func pullAll(b *testing.B, p imagePuller, images []string) {
 	ch := make(chan pullResult, len(images))
 	for _, image := range images {
-		p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: image}, nil, ch, nil)
+		go p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: image}, nil, ch, nil)
 	}
 	for range images {
 		if r := <-ch; r.err != nil {
@@ -267,15 +267,15 @@ func BenchmarkPullGateDeletedPodSlotReuse(b *testing.B) {
 		svc := &slotService{entered: make(chan string, 3), releaseA: make(chan struct{})}
 		p := newPuller(svc)
 		results := make(chan pullResult, 3)
-		p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: "a"}, nil, results, nil)
+		go p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: "a"}, nil, results, nil)
 		<-svc.entered
 		// As in the kubelet: SyncPod runs detached from the pod worker's context, and
 		// only the gate sees the pod's cancellation (WithPullCancellation).
 		podB, deleteB := context.WithCancel(context.Background())
 		ctxB := context.WithValue(context.WithoutCancel(podB), pullCancellationKey{}, podB)
-		p.pullImage(ctxB, kubecontainer.ImageSpec{Image: "b"}, nil, results, nil)
+		go p.pullImage(ctxB, kubecontainer.ImageSpec{Image: "b"}, nil, results, nil)
 		time.Sleep(time.Millisecond)
-		p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: "c"}, nil, results, nil)
+		go p.pullImage(context.Background(), kubecontainer.ImageSpec{Image: "c"}, nil, results, nil)
 		time.Sleep(time.Millisecond)
 		deleteB()
 		start := time.Now()
@@ -317,7 +317,7 @@ func BenchmarkPullGateOverhead(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				p.pullImage(context.Background(), spec, nil, ch, nil)
+				go p.pullImage(context.Background(), spec, nil, ch, nil)
 				<-ch
 			}
 		})

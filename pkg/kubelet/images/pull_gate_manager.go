@@ -104,9 +104,9 @@ func newImagePuller(imageService kubecontainer.ImageService, serialized bool, ma
 func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig, pullPolicy v1.PullPolicy) gateResult {
 	gate, ok := m.puller.(*pullGate)
 	if !ok {
-		m.logIt(objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, fmt.Sprintf("Pulling image %q", image), klog.Info)
+		m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, fmt.Sprintf("Pulling image %q", image))
 		pullChan := make(chan pullResult)
-		m.puller.pullImage(ctx, spec, credentials, pullChan, podSandboxConfig)
+		go m.puller.pullImage(ctx, spec, credentials, pullChan, podSandboxConfig)
 		return gateResult{pullResult: <-pullChan}
 	}
 	return gate.pull(ctx, pullRequest{
@@ -119,13 +119,13 @@ func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference
 		adopt:            m.adoptPull(ctx, image),
 		events: pullEvents{
 			queued: func(ahead int) {
-				m.logIt(objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit), klog.Info)
+				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit))
 			},
 			waiting: func() {
-				m.logIt(objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Waiting for a pull of image %q started for another pod; the image is checked again when it ends", image), klog.Info)
+				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Waiting for a pull of image %q started for another pod; the image is checked again when it ends", image))
 			},
 			started: func(waited time.Duration) {
-				m.logIt(objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, waited, gate.limit), klog.Info)
+				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, waited, gate.limit))
 			},
 		},
 	})
@@ -188,7 +188,7 @@ func (m *imageManager) endWithoutPull(ctx context.Context, objRef *v1.ObjectRefe
 		return "", res.err.Error(), res.err
 	}
 	msg := fmt.Sprintf("Container image %q already present on machine, pulled for another pod while this one waited", image)
-	m.logIt(objRef, v1.EventTypeNormal, events.PulledImage, logPrefix, msg, klog.Info)
+	m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PulledImage, logPrefix, msg)
 	m.podPullingTimeRecorder.RecordImageFinishedPulling(podUID)
 	return res.imageRef, msg, nil
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	"k8s.io/kubernetes/pkg/kubelet/preemption"
 	schedulerframework "k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 )
 
@@ -49,6 +50,7 @@ func requestingCPU(name, namespace, cpu string) *v1.Pod {
 // general predicates and, on failure, critical pod preemption.
 func TestBalloonThatDoesNotFitIsRejected(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	tCtx := ktesting.Init(t)
 	workload := requestingCPU("workload", metav1.NamespaceDefault, "800m")
 	workload.Spec.Priority = ptr.To[int32](0)
 	pods := []*v1.Pod{workload}
@@ -75,7 +77,7 @@ func TestBalloonThatDoesNotFitIsRejected(t *testing.T) {
 		return pod
 	}
 
-	result := admit.Admit(&lifecycle.PodAdmitAttributes{Pod: balloon("500m"), OtherPods: pods, Operation: lifecycle.AddOperation})
+	result := admit.Admit(tCtx, &lifecycle.PodAdmitAttributes{Pod: balloon("500m"), OtherPods: pods, Operation: lifecycle.AddOperation})
 	if result.Admit || result.Reason != lifecycle.OutOfCPU {
 		t.Errorf("want the balloon rejected with %s, got %+v", lifecycle.OutOfCPU, result)
 	}
@@ -86,11 +88,11 @@ func TestBalloonThatDoesNotFitIsRejected(t *testing.T) {
 	// A critical pod of the same priority in the same place is admitted by preemption.
 	critical := balloon("500m")
 	critical.Spec.PriorityClassName = scheduling.SystemNodeCritical
-	if result := admit.Admit(&lifecycle.PodAdmitAttributes{Pod: critical, OtherPods: pods, Operation: lifecycle.AddOperation}); !result.Admit || len(preempted) != 1 {
+	if result := admit.Admit(tCtx, &lifecycle.PodAdmitAttributes{Pod: critical, OtherPods: pods, Operation: lifecycle.AddOperation}); !result.Admit || len(preempted) != 1 {
 		t.Errorf("want the system-node-critical pod admitted by preempting the workload, got %+v, preempted %v", result, preempted)
 	}
 
-	if result := admit.Admit(&lifecycle.PodAdmitAttributes{Pod: balloon("100m"), OtherPods: pods, Operation: lifecycle.AddOperation}); !result.Admit {
+	if result := admit.Admit(tCtx, &lifecycle.PodAdmitAttributes{Pod: balloon("100m"), OtherPods: pods, Operation: lifecycle.AddOperation}); !result.Admit {
 		t.Errorf("want a balloon that fits admitted, got %+v", result)
 	}
 }

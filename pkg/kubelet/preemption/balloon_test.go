@@ -26,6 +26,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
@@ -74,7 +75,7 @@ func TestBalloonNeverPreemptsToBeAdmitted(t *testing.T) {
 			handler := getTestCriticalPodAdmissionHandler(pods, killer)
 
 			reasons := getPredicateFailureReasons(100, 0, 0, false)
-			got, err := handler.HandleAdmissionFailure(tCtx, balloonPod("balloon", "500m"), reasons)
+			got, err := handler.HandleAdmissionFailure(tCtx, balloonPod("balloon", "500m"), reasons, lifecycle.AddOperation)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +104,7 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 	t.Run("only a balloon could free the resources", func(t *testing.T) {
 		pods, killer := newFakePodProvider(), newFakePodKiller(false)
 		pods.setPods([]*v1.Pod{balloonPod("balloon", "2")})
-		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false)); err == nil {
+		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false), lifecycle.AddOperation); err == nil {
 			t.Error("want an error: no pod may be preempted")
 		}
 		if killed := killedNames(killer); len(killed) != 0 {
@@ -113,7 +114,7 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 	t.Run("the label alone grants nothing", func(t *testing.T) {
 		pods, killer := newFakePodProvider(), newFakePodKiller(false)
 		pods.setPods([]*v1.Pod{balloonPod("balloon", "2"), labelOnlyBalloon("fake-balloon", "200m")})
-		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false)); err != nil {
+		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false), lifecycle.AddOperation); err != nil {
 			t.Fatal(err)
 		}
 		if killed := killedNames(killer); len(killed) != 1 || killed[0] != "fake-balloon" {
@@ -125,7 +126,7 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 		elsewhere := balloonPod("elsewhere", "200m")
 		elsewhere.Namespace = "default"
 		pods.setPods([]*v1.Pod{balloonPod("balloon", "2"), elsewhere})
-		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false)); err == nil {
+		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false), lifecycle.AddOperation); err == nil {
 			t.Error("want an error: the pod outside kube-system has a critical priority and cannot be preempted either")
 		}
 		if killed := killedNames(killer); len(killed) != 0 {
@@ -152,7 +153,7 @@ func TestPodOfTheBalloonClassNeverPreempts(t *testing.T) {
 			victim.Name = "workload"
 			pods.setPods([]*v1.Pod{victim})
 			reasons := getPredicateFailureReasons(100, 0, 0, false)
-			got, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, admitPod, reasons)
+			got, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, admitPod, reasons, lifecycle.AddOperation)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,9 +39,10 @@ import (
 // TestResizerMayOnlyTaintPendingAndRecordSizes applies the addon as shipped and
 // acts as the resize agent: it may add and remove the balloon-pending taint and
 // record sizes in the node-balloon-sizes ConfigMap, and change nothing else of a
-// node or of another ConfigMap.
+// node or of another ConfigMap. The server serves the node's podPreemptionPolicy
+// (KEP-5836), which decides whether resizes on the node may preempt.
 func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
-	server, cs := startAPIServer(t, true, "--authorization-mode=RBAC")
+	server, cs := startAPIServer(t, true, "--authorization-mode=RBAC", "--feature-gates=InPlacePodVerticalScalingSchedulerPreemption=true")
 	tCtx := ktesting.Init(t)
 	for _, file := range []string{"balloon-resizer-rbac.yaml", "balloon-resizer-policy.yaml", "balloon-sizes.yaml"} {
 		applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", file))
@@ -97,6 +98,9 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	expectError(t, update(addTaint(v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoExecute})), metav1.StatusReasonForbidden, onlyTheTaint)
 	expectError(t, update(func(n *v1.Node) { n.Labels["zone"] = "b" }), metav1.StatusReasonForbidden, nothingElse)
 	expectError(t, update(func(n *v1.Node) { n.Spec.Unschedulable = true }), metav1.StatusReasonForbidden, nothingElse)
+	expectError(t, update(func(n *v1.Node) {
+		n.Spec.PodPreemptionPolicy = &v1.NodePodPreemptionPolicy{DisableResizePreemption: []string{"example.com/autoscaler"}}
+	}), metav1.StatusReasonForbidden, nothingElse)
 
 	record := []byte(`{"data":{"node-a":"cpu=2,memory=4Gi"}}`)
 	if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {

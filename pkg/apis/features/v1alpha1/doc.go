@@ -19,5 +19,6 @@ limitations under the License.
 // +groupName=features.k8s.io
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:defaulter-gen-input=k8s.io/api/features/v1alpha1
+// +k8s:validation-gen=false
 
 package v1alpha1

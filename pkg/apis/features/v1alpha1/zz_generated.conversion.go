@@ -25,7 +25,6 @@ import (
 	unsafe "unsafe"
 
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
-	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	features "k8s.io/kubernetes/pkg/apis/features"
@@ -156,7 +155,7 @@ func Convert_features_FeatureList_To_v1alpha1_FeatureList(in *features.FeatureLi
 }
 
 func autoConvert_v1alpha1_FeatureSpec_To_features_FeatureSpec(in *featuresv1alpha1.FeatureSpec, out *features.FeatureSpec, s conversion.Scope) error {
-	out.FeatureName = in.FeatureName
+	*out = *(*features.FeatureSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -166,7 +165,7 @@ func Convert_v1alpha1_FeatureSpec_To_features_FeatureSpec(in *featuresv1alpha1.F
 }
 
 func autoConvert_features_FeatureSpec_To_v1alpha1_FeatureSpec(in *features.FeatureSpec, out *featuresv1alpha1.FeatureSpec, s conversion.Scope) error {
-	out.FeatureName = in.FeatureName
+	*out = *(*featuresv1alpha1.FeatureSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -176,19 +175,7 @@ func Convert_features_FeatureSpec_To_v1alpha1_FeatureSpec(in *features.FeatureSp
 }
 
 func autoConvert_v1alpha1_FeatureStatus_To_features_FeatureStatus(in *featuresv1alpha1.FeatureStatus, out *features.FeatureStatus, s conversion.Scope) error {
-	out.Default = (*bool)(unsafe.Pointer(in.Default))
-	out.Stage = features.FeatureStage(in.Stage)
-	out.LockToDefault = in.LockToDefault
-	out.ConfiguredValue = (*bool)(unsafe.Pointer(in.ConfiguredValue))
-	out.Announcer = in.Announcer
-	out.BinaryVersion = in.BinaryVersion
-	out.EmulationVersion = in.EmulationVersion
-	out.UnknownSinceVersion = in.UnknownSinceVersion
-	out.State = features.FeatureState(in.State)
-	out.Tasks = *(*[]features.FeatureTask)(unsafe.Pointer(&in.Tasks))
-	out.Conditions = *(*[]v1.Condition)(unsafe.Pointer(&in.Conditions))
-	out.Uses = *(*[]features.FeatureUse)(unsafe.Pointer(&in.Uses))
-	out.Owners = *(*[]string)(unsafe.Pointer(&in.Owners))
+	*out = *(*features.FeatureStatus)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -198,19 +185,7 @@ func Convert_v1alpha1_FeatureStatus_To_features_FeatureStatus(in *featuresv1alph
 }
 
 func autoConvert_features_FeatureStatus_To_v1alpha1_FeatureStatus(in *features.FeatureStatus, out *featuresv1alpha1.FeatureStatus, s conversion.Scope) error {
-	out.Default = (*bool)(unsafe.Pointer(in.Default))
-	out.Stage = featuresv1alpha1.FeatureStage(in.Stage)
-	out.LockToDefault = in.LockToDefault
-	out.ConfiguredValue = (*bool)(unsafe.Pointer(in.ConfiguredValue))
-	out.Announcer = in.Announcer
-	out.BinaryVersion = in.BinaryVersion
-	out.EmulationVersion = in.EmulationVersion
-	out.UnknownSinceVersion = in.UnknownSinceVersion
-	out.State = featuresv1alpha1.FeatureState(in.State)
-	out.Tasks = *(*[]featuresv1alpha1.FeatureTask)(unsafe.Pointer(&in.Tasks))
-	out.Conditions = *(*[]v1.Condition)(unsafe.Pointer(&in.Conditions))
-	out.Uses = *(*[]featuresv1alpha1.FeatureUse)(unsafe.Pointer(&in.Uses))
-	out.Owners = *(*[]string)(unsafe.Pointer(&in.Owners))
+	*out = *(*featuresv1alpha1.FeatureStatus)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -220,10 +195,7 @@ func Convert_features_FeatureStatus_To_v1alpha1_FeatureStatus(in *features.Featu
 }
 
 func autoConvert_v1alpha1_FeatureTask_To_features_FeatureTask(in *featuresv1alpha1.FeatureTask, out *features.FeatureTask, s conversion.Scope) error {
-	out.Name = in.Name
-	out.StartTime = (*v1.Time)(unsafe.Pointer(in.StartTime))
-	out.LastAttemptTime = (*v1.Time)(unsafe.Pointer(in.LastAttemptTime))
-	out.LastError = in.LastError
+	*out = *(*features.FeatureTask)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -233,10 +205,7 @@ func Convert_v1alpha1_FeatureTask_To_features_FeatureTask(in *featuresv1alpha1.F
 }
 
 func autoConvert_features_FeatureTask_To_v1alpha1_FeatureTask(in *features.FeatureTask, out *featuresv1alpha1.FeatureTask, s conversion.Scope) error {
-	out.Name = in.Name
-	out.StartTime = (*v1.Time)(unsafe.Pointer(in.StartTime))
-	out.LastAttemptTime = (*v1.Time)(unsafe.Pointer(in.LastAttemptTime))
-	out.LastError = in.LastError
+	*out = *(*featuresv1alpha1.FeatureTask)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -246,13 +215,7 @@ func Convert_features_FeatureTask_To_v1alpha1_FeatureTask(in *features.FeatureTa
 }
 
 func autoConvert_v1alpha1_FeatureUse_To_features_FeatureUse(in *featuresv1alpha1.FeatureUse, out *features.FeatureUse, s conversion.Scope) error {
-	out.Component = in.Component
-	out.Value = in.Value
-	out.Instances = *(*[]string)(unsafe.Pointer(&in.Instances))
-	out.FirstReportTime = in.FirstReportTime
-	out.BinaryVersion = in.BinaryVersion
-	out.EmulationVersion = in.EmulationVersion
-	out.LastReportTime = in.LastReportTime
+	*out = *(*features.FeatureUse)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -262,13 +225,7 @@ func Convert_v1alpha1_FeatureUse_To_features_FeatureUse(in *featuresv1alpha1.Fea
 }
 
 func autoConvert_features_FeatureUse_To_v1alpha1_FeatureUse(in *features.FeatureUse, out *featuresv1alpha1.FeatureUse, s conversion.Scope) error {
-	out.Component = in.Component
-	out.Value = in.Value
-	out.Instances = *(*[]string)(unsafe.Pointer(&in.Instances))
-	out.FirstReportTime = in.FirstReportTime
-	out.BinaryVersion = in.BinaryVersion
-	out.EmulationVersion = in.EmulationVersion
-	out.LastReportTime = in.LastReportTime
+	*out = *(*featuresv1alpha1.FeatureUse)(unsafe.Pointer(in))
 	return nil
 }
 

@@ -656,6 +656,31 @@ func TestSafetyConditions(t *testing.T) {
 	}
 }
 
+// A default that needs a newer minimum compatibility version
+// (MinCompatibilityVersion, as 1.37's DRAFractionalCapacityRange) is not the
+// default of a component at that emulation version: upstream's components
+// run with a minimum compatibility version one minor below their emulation
+// version unless told otherwise, and uses do not carry it.
+func TestDefaultAtFollowsTheMinimumCompatibilityVersion(t *testing.T) {
+	const baz featuregate.Feature = "Baz"
+	gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.37"))
+	if err := gate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
+		baz: {
+			{Version: version.MustParse("1.35"), Default: false, PreRelease: featuregate.Alpha},
+			{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Beta},
+			{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta, MinCompatibilityVersion: version.MustParse("1.36")},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Namespace: "kube-system", Gate: featurereporting.NewGate(gate), BinaryVersion: version.MustParse("1.37.2"), EmulationVersion: version.MustParse("1.37")}, fake.NewClientset())
+	for emulation, want := range map[string]bool{"1.34": false, "1.35": false, "1.36": false, "1.37": true, "bogus": false} {
+		if got := c.defaultAt(baz, emulation); got != want {
+			t.Errorf("default at %s: %v, want %v", emulation, got, want)
+		}
+	}
+}
+
 // A feature kube-apiserver does not check (a kubelet-only gate) has no
 // cluster value: kubelets that all run it on, while kube-apiserver is
 // configured off, leave it safe; kubelets that run both values do not. Before

@@ -285,17 +285,26 @@ func (c *Controller) usesUnsafe(s *featuresv1alpha1.FeatureStatus, key featurega
 }
 
 // defaultAt returns the feature's default at an emulation version (major.minor):
-// off before the feature existed, or for a version that does not parse.
+// off before the feature existed, or for a version that does not parse. A
+// use does not carry its component's minimum compatibility version, so it is
+// taken to be upstream's default, one minor version before the emulation
+// version: a spec that needs a newer one (MinCompatibilityVersion, first used
+// in 1.37) is not that version's default.
 func (c *Controller) defaultAt(key featuregate.Feature, emulation string) bool {
 	v, err := version.Parse(emulation)
 	if err != nil {
 		return false
 	}
+	minCompatibility := v.SubtractMinor(1)
 	def := false
 	for _, spec := range c.cfg.Gate.GetAllVersioned()[key] {
-		if spec.Version != nil && !spec.Version.GreaterThan(v) {
-			def = spec.Default
+		if spec.Version == nil || spec.Version.GreaterThan(v) {
+			continue
 		}
+		if spec.MinCompatibilityVersion != nil && !minCompatibility.AtLeast(spec.MinCompatibilityVersion) {
+			continue
+		}
+		def = spec.Default
 	}
 	return def
 }

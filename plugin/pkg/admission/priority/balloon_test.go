@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	admissiontesting "k8s.io/apiserver/pkg/admission/testing"
 	"k8s.io/apiserver/pkg/util/feature"
@@ -373,47 +374,75 @@ func ptrString[T any](p *T) string {
 	return fmt.Sprint(*p)
 }
 
+// TestPodGroupAdmissionBalloon: a group of pods at the balloon class is admitted
+// in kube-system only, whether a PodGroup or (1.37) a CompositePodGroup, which
+// resolve their priority from the class as pods do.
 func TestPodGroupAdmissionBalloon(t *testing.T) {
 	featuregatetesting.SetFeatureGatesDuringTest(t, feature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
-		features.BalloonPod:              true,
-		features.GenericWorkload:         true,
-		features.GangScheduling:          true,
-		features.WorkloadAwarePreemption: true,
+		features.BalloonPod:                      true,
+		features.GenericWorkload:                 true,
+		features.TopologyAwareWorkloadScheduling: true,
+		features.CompositePodGroup:               true,
 	})
-	for _, tc := range []struct {
-		namespace string
-		wantErr   bool
-	}{
-		{namespace: metav1.NamespaceSystem},
-		{namespace: metav1.NamespaceDefault, wantErr: true},
-	} {
-		t.Run(tc.namespace, func(t *testing.T) {
-			ctrl := NewPlugin()
-			if err := addPriorityClasses(ctrl, []*scheduling.PriorityClass{balloonClass}); err != nil {
-				t.Fatal(err)
-			}
-			pg := &scheduling.PodGroup{
-				ObjectMeta: metav1.ObjectMeta{Name: "group", Namespace: tc.namespace},
-				Spec: scheduling.PodGroupSpec{
-					SchedulingPolicy:  scheduling.PodGroupSchedulingPolicy{Basic: &scheduling.BasicSchedulingPolicy{}},
-					PriorityClassName: scheduling.SystemNodeBalloon,
-				},
-			}
-			attrs := admission.NewAttributesRecord(pg, nil, scheduling.Kind("PodGroup").WithVersion("v1alpha2"), tc.namespace, pg.Name,
-				scheduling.Resource("podgroups").WithVersion("v1alpha2"), "", admission.Create, &metav1.CreateOptions{}, false, nil)
-			err := ctrl.Admit(context.TODO(), attrs, nil)
-			if tc.wantErr {
-				if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may only be used in the kube-system namespace") {
-					t.Errorf("want Forbidden naming kube-system, got %v", err)
+	podGroup := func(namespace string) (runtime.Object, admission.Attributes) {
+		pg := &scheduling.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: "group", Namespace: namespace},
+			Spec: scheduling.PodGroupSpec{
+				SchedulingPolicy:  scheduling.PodGroupSchedulingPolicy{Basic: &scheduling.BasicSchedulingPolicy{}},
+				PriorityClassName: scheduling.SystemNodeBalloon,
+			},
+		}
+		return pg, admission.NewAttributesRecord(pg, nil, scheduling.Kind("PodGroup").WithVersion("v1beta1"), namespace, pg.Name,
+			scheduling.Resource("podgroups").WithVersion("v1beta1"), "", admission.Create, &metav1.CreateOptions{}, false, nil)
+	}
+	compositePodGroup := func(namespace string) (runtime.Object, admission.Attributes) {
+		cpg := &scheduling.CompositePodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: "group", Namespace: namespace},
+			Spec: scheduling.CompositePodGroupSpec{
+				SchedulingPolicy:  scheduling.CompositePodGroupSchedulingPolicy{Basic: &scheduling.CompositeBasicSchedulingPolicy{}},
+				PriorityClassName: scheduling.SystemNodeBalloon,
+			},
+		}
+		return cpg, admission.NewAttributesRecord(cpg, nil, scheduling.Kind("CompositePodGroup").WithVersion("v1alpha3"), namespace, cpg.Name,
+			scheduling.Resource("compositepodgroups").WithVersion("v1alpha3"), "", admission.Create, &metav1.CreateOptions{}, false, nil)
+	}
+	priority := func(obj runtime.Object) *int32 {
+		switch g := obj.(type) {
+		case *scheduling.PodGroup:
+			return g.Spec.Priority
+		case *scheduling.CompositePodGroup:
+			return g.Spec.Priority
+		}
+		return nil
+	}
+	for kind, group := range map[string]func(string) (runtime.Object, admission.Attributes){"PodGroup": podGroup, "CompositePodGroup": compositePodGroup} {
+		for _, tc := range []struct {
+			namespace string
+			wantErr   bool
+		}{
+			{namespace: metav1.NamespaceSystem},
+			{namespace: metav1.NamespaceDefault, wantErr: true},
+		} {
+			t.Run(kind+"/"+tc.namespace, func(t *testing.T) {
+				ctrl := NewPlugin()
+				if err := addPriorityClasses(ctrl, []*scheduling.PriorityClass{balloonClass}); err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pg.Spec.Priority == nil || *pg.Spec.Priority != balloonClass.Value {
-				t.Errorf("priority = %s, want %d", ptrString(pg.Spec.Priority), balloonClass.Value)
-			}
-		})
+				obj, attrs := group(tc.namespace)
+				err := ctrl.Admit(context.TODO(), attrs, nil)
+				if tc.wantErr {
+					if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may only be used in the kube-system namespace") {
+						t.Errorf("want Forbidden naming kube-system, got %v", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p := priority(obj); p == nil || *p != balloonClass.Value {
+					t.Errorf("priority = %s, want %d", ptrString(p), balloonClass.Value)
+				}
+			})
+		}
 	}
 }

@@ -32,7 +32,7 @@ import (
 // checked it. Kubernetes' own features live in kube-system; third parties use
 // namespaces of their own. The name is the feature gate's name in lower case.
 type Feature struct {
-	metav1.TypeMeta `json:",inline"`
+	metav1.TypeMeta `json:""`
 
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -274,7 +274,7 @@ type FeatureUse struct {
 
 // FeatureList is a list of Features.
 type FeatureList struct {
-	metav1.TypeMeta `json:",inline"`
+	metav1.TypeMeta `json:""`
 
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata

@@ -36,7 +36,7 @@ import (
 // checked it. Kubernetes' own features live in kube-system; third parties use
 // namespaces of their own. The name is the feature gate's name in lower case.
 type FeatureApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration `json:",inline"`
+	v1.TypeMetaApplyConfiguration `json:""`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

@@ -34,11 +34,39 @@ import (
 )
 
 // FeatureInformer provides access to a shared informer and lister for
-// Features.
+// Features. Prefer using the type-safe variant (see [TypedFeatureInformer]).
 type FeatureInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() featuresv1alpha1.FeatureLister
 }
+
+// TypedFeatureInformer provides access to a shared informer and lister for
+// Features, including the type-safe TypedInformer variant.
+// It is a superset of FeatureInformer.
+type TypedFeatureInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() FeatureIndexInformer
+	Lister() featuresv1alpha1.FeatureLister
+}
+
+// FeatureIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type FeatureIndexInformer cache.TypedSharedIndexInformer[*apifeaturesv1alpha1.Feature]
+
+// FeatureHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for Feature.
+type FeatureHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apifeaturesv1alpha1.Feature]
+
+// FeatureDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for Feature.
+type FeatureDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apifeaturesv1alpha1.Feature]
+
+// FeatureFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for Feature.
+type FeatureFilteringHandler = cache.TypedFilteringResourceEventHandler[*apifeaturesv1alpha1.Feature]
+
+// FeatureIndexers is a specialization of [cache.TypedIndexers] for Feature.
+type FeatureIndexers = cache.TypedIndexers[*apifeaturesv1alpha1.Feature]
+
+// DeletedFeature is a specialization of [cache.DeletedObject] for Feature.
+type DeletedFeature = cache.DeletedObject[*apifeaturesv1alpha1.Feature]
 
 type featureInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -49,25 +77,49 @@ type featureInformer struct {
 // NewFeatureInformer constructs a new informer for Feature type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFeatureInformer]).
 func NewFeatureInformer(client kubernetes.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewFeatureInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedFeatureInformer constructs a new informer for Feature type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFeatureInformer(client kubernetes.Interface, namespace string, resyncPeriod time.Duration, indexers FeatureIndexers) FeatureIndexInformer {
+	return NewTypedFeatureInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredFeatureInformer constructs a new informer for Feature type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredFeatureInformer]).
 func NewFilteredFeatureInformer(client kubernetes.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewFeatureInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedFeatureInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredFeatureInformer constructs a new informer for Feature type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredFeatureInformer(client kubernetes.Interface, namespace string, resyncPeriod time.Duration, indexers FeatureIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) FeatureIndexInformer {
+	return NewTypedFeatureInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewFeatureInformerWithOptions constructs a new informer for Feature type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFeatureInformerWithOptions]).
 func NewFeatureInformerWithOptions(client kubernetes.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedFeatureInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedFeatureInformerWithOptions constructs a new informer for Feature type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFeatureInformerWithOptions(client kubernetes.Interface, namespace string, options internalinterfaces.InformerOptions) FeatureIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "features.k8s.io", Version: "v1alpha1", Resource: "features"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apifeaturesv1alpha1.Feature](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -100,17 +152,57 @@ func NewFeatureInformerWithOptions(client kubernetes.Interface, namespace string
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *featureInformer) defaultInformer(client kubernetes.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewFeatureInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedFeatureInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *featureInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apifeaturesv1alpha1.Feature{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *featureInformer) TypedInformer() FeatureIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apifeaturesv1alpha1.Feature](f.factory.InformerFor(&apifeaturesv1alpha1.Feature{}, f.defaultInformer))
 }
 
 func (f *featureInformer) Lister() featuresv1alpha1.FeatureLister {
 	return featuresv1alpha1.NewFeatureLister(f.Informer().GetIndexer())
+}
+
+// ToTypedFeatureInformer converts an untyped informer into a TypedFeatureInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *Feature. If that is not the case, calling type-safe methods of the returned
+// TypedFeatureInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedFeatureInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedFeatureInformer(informer FeatureInformer) TypedFeatureInformer {
+	if informer, ok := informer.(TypedFeatureInformer); ok {
+		return informer
+	}
+	return &featureTypedInformerAdapter{informer}
+}
+
+type featureTypedInformerAdapter struct {
+	FeatureInformer
+}
+
+func (a *featureTypedInformerAdapter) TypedInformer() FeatureIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apifeaturesv1alpha1.Feature](a.Informer())
+}
+
+// ToFeatureIndexInformer converts an untyped informer into a FeatureIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *Feature. If that is not the case, calling type-safe methods of the returned
+// FeatureIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a FeatureIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToFeatureIndexInformer(informer cache.SharedIndexInformer) FeatureIndexInformer {
+	if informer, ok := informer.(FeatureIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apifeaturesv1alpha1.Feature](informer)
 }
