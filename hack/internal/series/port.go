@@ -307,7 +307,7 @@ func (t *Tree) mergeGroup(pg *PortGroup) error {
 	if err != nil {
 		return err
 	}
-	diff, err := g.runBytes(nil, "diff", "--no-renames", "--binary", "--no-color", "--no-ext-diff", pg.Old+"^", pg.Old)
+	diff, err := g.runBytes(nil, "diff", "--no-renames", "--binary", "--no-color", "--no-ext-diff", "--abbrev=8", pg.Old+"^", pg.Old)
 	if err != nil {
 		return err
 	}

@@ -286,7 +286,7 @@ func (t *Tree) writeBack(gr Group, commit string) error {
 		}
 		return nil
 	}
-	patch, err := g.runBytes(nil, append([]string{"diff", "--no-renames", "--binary", "--no-color", "--no-ext-diff", commit + "^", commit, "--"}, changed...)...)
+	patch, err := g.runBytes(nil, append([]string{"diff", "--no-renames", "--binary", "--no-color", "--no-ext-diff", "--abbrev=8", commit + "^", commit, "--"}, changed...)...)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -301,6 +302,11 @@ func TestSaveWritesEditsIntoTheirGroups(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/20-second/upstream.patch")); !strings.Contains(got, "+\treturn 44") {
 		t.Errorf("group 20's patch not updated:\n%s", got)
+	}
+	// Index lines have eight digits, whatever the size of the tree's
+	// repository (git's own choice would be seven in one this small).
+	if got := readFile(t, filepath.Join(f.repo.Root, "patches/fake/10-first/upstream.patch")); !regexp.MustCompile(`(?m)^index [0-9a-f]{8}\.\.[0-9a-f]{8} `).MatchString(got) {
+		t.Errorf("group 10's patch has no eight-digit index line:\n%s", got)
 	}
 	st, _ := f.tree.LoadState()
 	if err := f.tree.Unsaved(st); err != nil {
