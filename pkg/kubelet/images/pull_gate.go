@@ -416,7 +416,7 @@ func (g *pullGate) loseInterestLocked(p *runningPull) {
 
 func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) gateResult {
 	kubeletmetrics.ImagePullQueueAbandoned.Inc()
-	return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: %q: %w", ErrPullAbandoned, spec.Image, context.Cause(ctx))}}
+	return gateResult{pullResult: pullResult{err: fmt.Errorf("%w: %q: %w", ErrPullAbandoned, spec.Image, leaveCause(ctx))}}
 }
 
 // run pulls the image for the pod that holds ticket t. The pull runs apart from the
@@ -428,6 +428,12 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 	pctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	g.mu.Lock()
+	if podLeft(ctx) {
+		// A dead context never reaches the runtime, nor does the pod get a
+		// Pulling event; the caller's leaveQueue hands the slot on.
+		g.mu.Unlock()
+		return g.abandon(ctx, r.spec)
+	}
 	if i := slices.Index(g.queue, t); i >= 0 {
 		g.queue = slices.Delete(g.queue, i, i+1)
 		kubeletmetrics.ImagePullQueueLength.Dec()
@@ -495,12 +501,16 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 	case <-ctx.Done():
 		g.mu.Lock()
 		g.loseInterestLocked(p)
-		goesOn := !p.ended && (p.interest > 0 || p.detached)
 		g.mu.Unlock()
-		// A pull that goes on without its pod is recorded when it ends (adopt),
-		// before the pods waiting for it check the image again.
+		// The pull reached the runtime, so it is recorded by its actual result
+		// when PullImage returns (adopt), whatever happens to its pod, and before
+		// the pods waiting for it check the image again: it may go on for them
+		// or detached, be cancelled but completed by the runtime anyway, or have
+		// ended as the pod left. The pod's own pull intent is released when it
+		// leaves; an image pulled with its credentials and recorded by no one
+		// would look preloaded to KEP-2535's check.
 		var ended func(pullResult)
-		if goesOn && r.adopt != nil {
+		if r.adopt != nil {
 			ended = r.adopt()
 		}
 		go func() {

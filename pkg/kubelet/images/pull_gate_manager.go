@@ -64,6 +64,24 @@ func pullContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
+// podLeft reports whether the pull's pod no longer waits for it: ctx is done, or
+// the pod context WithPullCancellation recorded is, which reaches ctx only
+// asynchronously (pullContext).
+func podLeft(ctx context.Context) bool {
+	return leaveCause(ctx) != nil
+}
+
+// leaveCause is why the pull's pod no longer waits for it, nil while it does.
+func leaveCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if podCtx, ok := ctx.Value(pullCancellationKey{}).(context.Context); ok && podCtx.Err() != nil {
+		return fmt.Errorf("the pod is terminating: %w", context.Cause(podCtx))
+	}
+	return nil
+}
+
 // PullGateConfig configures the image pull gate (KubeletImagePullGate).
 type PullGateConfig struct {
 	// QueueTimeout is imagePullQueueTimeout: how long a pull may wait for a slot;

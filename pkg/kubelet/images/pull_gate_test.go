@@ -68,6 +68,12 @@ type fakeImageRuntime struct {
 	entered   chan string      // receives an image when its pull reaches the runtime
 	err       map[string]error // pull errors by image
 	present   map[string]bool
+	// completesCancelled makes the runtime complete a pull whatever its
+	// context, as a runtime that does not stop a pull in progress may.
+	completesCancelled bool
+	// sized, if set, runs when the image size of a pulled image is asked for:
+	// after PullImage returned, before the gate records the pull's end.
+	sized func()
 }
 
 // runtimePull is what one PullImage brought to the runtime.
@@ -105,9 +111,13 @@ func (s *fakeImageRuntime) PullImage(ctx context.Context, spec kubecontainer.Ima
 		s.running--
 		s.mu.Unlock()
 	}()
+	done := ctx.Done()
+	if s.completesCancelled {
+		done = nil
+	}
 	select {
 	case <-s.gate(spec.Image):
-	case <-ctx.Done():
+	case <-done:
 		s.mu.Lock()
 		s.cancelled = append(s.cancelled, spec.Image)
 		s.mu.Unlock()
@@ -136,6 +146,9 @@ func (s *fakeImageRuntime) GetImageRef(_ context.Context, spec kubecontainer.Ima
 }
 
 func (s *fakeImageRuntime) GetImageSize(context.Context, kubecontainer.ImageSpec) (uint64, error) {
+	if s.sized != nil {
+		s.sized()
+	}
 	return 1, nil
 }
 
@@ -486,6 +499,25 @@ func TestPullGateAbandonedPullLeavesNoFailure(t *testing.T) {
 	assert.Equal(t, []string{"held:1"}, e.rt.startedPulls(), "the abandoned pull never reached the runtime")
 }
 
+// A pull granted a slot after its pod left never reaches the runtime, and the
+// pod gets no Pulling event: the pod context reaches the pull's own context only
+// asynchronously, so the gate checks both before the runtime call.
+func TestPullGateNeverStartsAPullForAPodThatLeft(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	podCtx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got := outcomeOf(t, e.ensure(podCtx, gatePod{name: "gone", image: "img:1"}))
+	require.ErrorIs(t, got.err, ErrPullAbandoned)
+	assert.ErrorIs(t, got.err, context.Canceled)
+	assert.Empty(t, e.rt.startedPulls(), "no pull reached the runtime")
+	assert.Empty(t, matching(e.events(), "Pulling"), "no Pulling event")
+	// The slot was handed on.
+	next := e.ensure(context.Background(), gatePod{name: "next", image: "img:2"})
+	e.rt.waitEntered(t, "img:2")
+	e.rt.finish("img:2")
+	require.NoError(t, outcomeOf(t, next).err)
+}
+
 // A pod that left before a pull of its image started gets no Pulling event.
 func TestPullGateNoEventsForAPodThatLeft(t *testing.T) {
 	e := newGateEnv(t, 1, 0, nil)
@@ -817,16 +849,25 @@ func TestPullQueueMetricsOnlyWithTheGate(t *testing.T) {
 // per image, and the images recorded as pulled.
 type recordingPullManager struct {
 	pullmanager.NoopImagePullManager
-	mu      sync.Mutex
-	intents map[string]int
-	pulled  []string
+	mu       sync.Mutex
+	intents  map[string]int
+	recorded int
+	pulled   []string
 }
 
 func (r *recordingPullManager) RecordPullIntent(_ klog.Logger, image string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.intents[image]++
+	r.recorded++
 	return nil
+}
+
+// intentsRecorded is the number of pull intents recorded so far, released or not.
+func (r *recordingPullManager) intentsRecorded() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recorded
 }
 
 func (r *recordingPullManager) RecordImagePulled(_ context.Context, image, _ string, _ *kubeletconfiginternal.ImagePullCredentials) {
@@ -848,16 +889,31 @@ func (r *recordingPullManager) state() (int, []string) {
 	return r.intents["private:1"], slices.Clone(r.pulled)
 }
 
-// A pull that goes on after its pod left (detached, or for pods that wait for it)
-// keeps a pull intent until it ends and is then recorded as pulled: otherwise the
-// image, pulled with the pod's credentials, would look preloaded to KEP-2535's
-// check and be usable by pods without them. A cancelled pull leaves no intent.
+// A pull that reached the runtime is recorded by its actual result whatever
+// happens to its pod, and KEP-2535's pull intent is kept until PullImage
+// returns: otherwise an image pulled with the pod's credentials would look
+// preloaded to KEP-2535's check and be usable by pods without them. Under
+// either abandonedImagePullPolicy: the pull goes on detached, is cancelled and
+// stopped by the runtime, is cancelled but completed by the runtime anyway, or
+// ends as its pod leaves (the gate sees both at once; run repeatedly).
 func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletEnsureSecretPulledImages, true)
 	for _, detach := range []bool{true, false} {
-		t.Run(map[bool]string{true: "Detach", false: "Cancel"}[detach], func(t *testing.T) {
+		policy := map[bool]string{true: "Detach", false: "Cancel"}[detach]
+		setup := func(t *testing.T) (*gateEnv, *recordingPullManager) {
 			records := &recordingPullManager{intents: map[string]int{}}
-			e := newGateEnvWith(t, 1, PullGateConfig{DetachAbandonedPulls: detach}, records)
+			return newGateEnvWith(t, 1, PullGateConfig{DetachAbandonedPulls: detach}, records), records
+		}
+		recordedAsPulled := func(t *testing.T, records *recordingPullManager) {
+			t.Helper()
+			require.Eventually(t, func() bool {
+				intents, pulled := records.state()
+				return intents == 0 && slices.Equal(pulled, []string{"private:1"})
+			}, 10*time.Second, time.Millisecond, "the pull is recorded as pulled when it ends, and its intent released")
+		}
+
+		t.Run(policy+"/the pod leaves while the pull runs", func(t *testing.T) {
+			e, records := setup(t)
 			ownerCtx, ownerGone := context.WithCancel(context.Background())
 			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
 			e.rt.waitEntered(t, "private:1")
@@ -867,17 +923,63 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 				require.Eventually(t, func() bool {
 					intents, pulled := records.state()
 					return intents == 0 && len(pulled) == 0
-				}, 10*time.Second, time.Millisecond, "a cancelled pull leaves no intent and no record")
+				}, 10*time.Second, time.Millisecond, "a pull the runtime stopped is recorded as failed, its intent released")
+				ref, _ := e.rt.GetImageRef(context.Background(), kubecontainer.ImageSpec{Image: "private:1"})
+				assert.Empty(t, ref, "the runtime stopped the pull: no image")
 				return
 			}
 			intents, pulled := records.state()
 			assert.Equal(t, 1, intents, "the detached pull keeps an intent while it runs")
 			assert.Empty(t, pulled)
 			e.rt.finish("private:1")
-			require.Eventually(t, func() bool {
-				intents, pulled := records.state()
-				return intents == 0 && slices.Equal(pulled, []string{"private:1"})
-			}, 10*time.Second, time.Millisecond, "the detached pull is recorded as pulled when it ends")
+			recordedAsPulled(t, records)
+		})
+
+		t.Run(policy+"/the pod leaves and the runtime completes the pull anyway", func(t *testing.T) {
+			e, records := setup(t)
+			e.rt.completesCancelled = true
+			ownerCtx, ownerGone := context.WithCancel(context.Background())
+			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
+			e.rt.waitEntered(t, "private:1")
+			ownerGone()
+			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			intents, pulled := records.state()
+			assert.Equal(t, 1, intents, "the pull keeps an intent while the runtime's PullImage runs")
+			assert.Empty(t, pulled)
+			e.rt.finish("private:1")
+			recordedAsPulled(t, records)
+		})
+
+		t.Run(policy+"/the pod leaves as PullImage returns", func(t *testing.T) {
+			e, records := setup(t)
+			ownerCtx, ownerGone := context.WithCancel(context.Background())
+			// The pod leaves once PullImage returned, and the result reaches the
+			// gate only after the gate took the pod's leave (the pull's own
+			// intent is its second), so the gate sees the pod gone first.
+			e.rt.sized = func() {
+				ownerGone()
+				_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+					return records.intentsRecorded() == 2, nil
+				})
+			}
+			e.rt.finish("private:1")
+			owner := outcomeOf(t, e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"}))
+			require.ErrorIs(t, owner.err, ErrPullAbandoned)
+			recordedAsPulled(t, records)
+		})
+
+		t.Run(policy+"/the pod leaves as the pull ends, both at once", func(t *testing.T) {
+			for range 20 {
+				e, records := setup(t)
+				ownerCtx, ownerGone := context.WithCancel(context.Background())
+				e.rt.sized = ownerGone
+				e.rt.finish("private:1")
+				owner := outcomeOf(t, e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"}))
+				if owner.err != nil {
+					require.ErrorIs(t, owner.err, ErrPullAbandoned)
+				}
+				recordedAsPulled(t, records)
+			}
 		})
 	}
 }

@@ -160,3 +160,35 @@ func TestAbandonedImagePullLeavesNoFailure(t *testing.T) {
 		})
 	}
 }
+
+// abandonCounter abandons every pull, as abandoningImageManager, and keeps the
+// images asked for.
+type abandonCounter struct {
+	abandoningImageManager
+	images []string
+}
+
+func (m *abandonCounter) EnsureImageExists(ctx context.Context, ref *v1.ObjectReference, pod *v1.Pod, image string, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig, handler string, policy v1.PullPolicy) (string, string, error) {
+	m.images = append(m.images, image)
+	return m.abandoningImageManager.EnsureImageExists(ctx, ref, pod, image, secrets, sandbox, handler, policy)
+}
+
+// TestAbandonedImagePullEndsThePodsSync: once a pull was abandoned because the
+// pod is terminating, SyncPod pulls none of its other containers' images: each
+// would be queued for a pod that left.
+func TestAbandonedImagePullEndsThePodsSync(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	fakeRuntime, _, m, err := createTestRuntimeManager(tCtx)
+	require.NoError(t, err)
+	puller := &abandonCounter{}
+	m.imagePuller = puller
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "12345678", Name: "foo", Namespace: "new"}, Spec: v1.PodSpec{Containers: []v1.Container{
+		{Name: "a", Image: "a:1", ImagePullPolicy: v1.PullIfNotPresent},
+		{Name: "b", Image: "b:1", ImagePullPolicy: v1.PullIfNotPresent},
+		{Name: "c", Image: "c:1", ImagePullPolicy: v1.PullIfNotPresent},
+	}}}
+	result := m.SyncPod(tCtx, pod, &kubecontainer.PodStatus{}, nil, flowcontrol.NewBackOff(time.Second, time.Minute), false)
+	assert.NoError(t, result.Error(), "the pod's sync")
+	assert.Equal(t, []string{"a:1"}, puller.images, "the images pulled for the pod")
+	assert.Empty(t, fakeRuntime.Containers, "no container without its image")
+}
