@@ -56,15 +56,13 @@ type pullGate struct {
 	queueTimeout time.Duration
 	// clock times the waits for a slot and the places kept in the queue.
 	clock clock.WithTicker
-	// detachAbandoned lets a running pull no pod waits for finish without its
+	// detachAbandoned lets a running pull no pod waits for finish, holding its
 	// slot, instead of cancelling it (abandonedImagePullPolicy Detach).
 	detachAbandoned bool
 
 	mu sync.Mutex
 	// used is the number of slots held.
 	used int64
-	// detached is the number of running pulls no pod waits for.
-	detached int64
 	// arrivals numbers the pulls in the order they arrive.
 	arrivals uint64
 	// queue holds the pulls waiting for a slot, by arrival.
@@ -118,7 +116,7 @@ type runningPull struct {
 	// Guarded by pullGate.mu.
 	interest int  // the owner, if still there, and the pods waiting for the pull
 	held     bool // the pull holds a slot
-	detached bool // nobody waits for the pull, which finishes without a slot
+	detached bool // nobody waits for the pull, which finishes holding its slot
 	ended    bool // the runtime's PullImage returned
 }
 
@@ -393,25 +391,20 @@ func (g *pullGate) keepPlace(pod types.UID, t *pullTicket) {
 }
 
 // loseInterestLocked drops one waiter of p. When the last one goes, the pull is
-// cancelled, or, with detachAbandoned and fewer than limit pulls detached already,
-// detached: it hands its slot on and finishes, so that the bytes it fetched serve
-// the next pod that needs the image.
+// cancelled, or, with detachAbandoned, detached: it finishes, so that the bytes
+// it fetched serve the next pod that needs the image. A detached pull keeps its
+// slot until it ends: the runtime never sees more than limit pulls from the
+// kubelet.
 func (g *pullGate) loseInterestLocked(p *runningPull) {
 	p.interest--
 	if p.interest > 0 || p.ended || p.detached {
 		return
 	}
-	if !g.detachAbandoned || g.limit > 0 && g.detached >= g.limit {
+	if !g.detachAbandoned {
 		p.cancel()
 		return
 	}
 	p.detached = true
-	g.detached++
-	if p.held {
-		p.held = false
-		g.used--
-		g.dispatchLocked()
-	}
 }
 
 func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) gateResult {
@@ -482,9 +475,6 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		if p.held {
 			p.held = false
 			g.used--
-		}
-		if p.detached {
-			g.detached--
 		}
 		g.dispatchLocked()
 		g.mu.Unlock()

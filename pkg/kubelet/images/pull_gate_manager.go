@@ -88,7 +88,7 @@ type PullGateConfig struct {
 	// 0 waits as long as it takes.
 	QueueTimeout time.Duration
 	// DetachAbandonedPulls is abandonedImagePullPolicy Detach: a running pull no
-	// pod waits for any more finishes without holding a slot, instead of being
+	// pod waits for any more finishes, holding its slot, instead of being
 	// cancelled.
 	DetachAbandonedPulls bool
 }

@@ -563,9 +563,9 @@ func TestPullGateCancelsARunningPullOnlyWhenNobodyWaits(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the pull is cancelled once nobody waits for it")
 }
 
-// With abandonedImagePullPolicy Detach, a pull nobody waits for any more finishes
-// without its slot, and the image serves the next pod that needs it; beyond
-// maxParallelImagePulls detached pulls, an abandoned pull is cancelled.
+// With abandonedImagePullPolicy Detach, a pull nobody waits for any more
+// finishes, holding its slot until it ends, and the image serves the next pod
+// that needs it.
 func TestPullGateDetachesAbandonedPulls(t *testing.T) {
 	e := newGateEnvWith(t, 1, PullGateConfig{DetachAbandonedPulls: true}, nil)
 	ownerCtx, ownerGone := context.WithCancel(context.Background())
@@ -574,25 +574,69 @@ func TestPullGateDetachesAbandonedPulls(t *testing.T) {
 	ownerGone()
 	require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
 
-	secondCtx, secondGone := context.WithCancel(context.Background())
-	second := e.ensure(secondCtx, gatePod{name: "second", image: "other:1"})
-	e.rt.waitEntered(t, "other:1") // the detached pull handed its slot on
-	secondGone()
-	require.ErrorIs(t, outcomeOf(t, second).err, ErrPullAbandoned)
-	require.Eventually(t, func() bool {
-		e.rt.mu.Lock()
-		defer e.rt.mu.Unlock()
-		return slices.Equal(e.rt.cancelled, []string{"other:1"})
-	}, 10*time.Second, time.Millisecond, "one detached pull at most with maxParallelImagePulls 1: the second is cancelled")
-
+	second := e.ensure(context.Background(), gatePod{name: "second", image: "other:1"})
+	e.waitEvent(t, `to pull image "other:1": 0 pulls ahead`) // the detached pull holds the slot
 	e.rt.finish("big:1")
-	require.Eventually(t, func() bool {
-		ref, _ := e.rt.GetImageRef(context.Background(), kubecontainer.ImageSpec{Image: "big:1"})
-		return ref != ""
-	}, 10*time.Second, time.Millisecond, "the detached pull finished")
+	e.rt.waitEntered(t, "other:1")
+	e.rt.finish("other:1")
+	require.NoError(t, outcomeOf(t, second).err)
+	e.rt.mu.Lock()
+	assert.Empty(t, e.rt.cancelled, "the detached pull was not cancelled")
+	e.rt.mu.Unlock()
+
 	got := outcomeOf(t, e.ensure(context.Background(), gatePod{name: "later", image: "big:1"}))
 	require.NoError(t, got.err)
 	assert.Len(t, e.rt.pullsOf("big:1"), 1, "the later pod found the image the detached pull fetched")
+}
+
+// The runtime never sees more than maxParallelImagePulls pulls from the
+// kubelet (one with serializeImagePulls), whatever becomes of the pulls whose
+// pods left: detached pulls hold their slots until they end, cancelled ones
+// until the runtime returns.
+func TestPullGateRuntimeNeverSeesMoreThanTheLimit(t *testing.T) {
+	for _, limit := range []int32{1, 2} {
+		for _, detach := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%d slots/%s", limit, map[bool]string{true: "Detach", false: "Cancel"}[detach]), func(t *testing.T) {
+				e := newGateEnvWith(t, limit, PullGateConfig{DetachAbandonedPulls: detach}, nil)
+				var left []<-chan outcome
+				var gone []context.CancelFunc
+				for i := range limit {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					gone = append(gone, cancel)
+					left = append(left, e.ensure(ctx, gatePod{name: fmt.Sprintf("left-%d", i), image: fmt.Sprintf("left:%d", i)}))
+					e.rt.waitEntered(t, fmt.Sprintf("left:%d", i))
+				}
+				for _, cancel := range gone {
+					cancel()
+				}
+				for _, o := range left {
+					require.ErrorIs(t, outcomeOf(t, o).err, ErrPullAbandoned)
+				}
+				var stay []<-chan outcome
+				for i := range limit {
+					image := fmt.Sprintf("stay:%d", i)
+					stay = append(stay, e.ensure(context.Background(), gatePod{name: fmt.Sprintf("stay-%d", i), image: image}))
+					if detach {
+						// Queued behind the detached pulls' slots.
+						e.waitEvent(t, fmt.Sprintf(`to pull image %q`, image))
+					}
+				}
+				for i := range limit {
+					e.rt.finish(fmt.Sprintf("left:%d", i))
+				}
+				for i := range limit {
+					e.rt.finish(fmt.Sprintf("stay:%d", i))
+				}
+				for _, o := range stay {
+					require.NoError(t, outcomeOf(t, o).err)
+				}
+				e.rt.mu.Lock()
+				defer e.rt.mu.Unlock()
+				assert.Equal(t, int(limit), e.rt.peak, "most pulls in the runtime at once")
+			})
+		}
+	}
 }
 
 // A waiter whose pull failed for the other pod pulls the image itself, at its place.
