@@ -174,7 +174,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
 			initialConfig.SerializeImagePulls = false
 			initialConfig.MaxParallelImagePulls = ptr.To[int32](2)
-			initialConfig.ImagePullQueueTimeout = metav1.Duration{}
+			initialConfig.ImagePullQueueTimeout = nil
 		})
 
 		ginkgo.It("should let no more than 2 pulls reach the runtime and queue the others in order", func(ctx context.Context) {
@@ -287,7 +287,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
 			initialConfig.SerializeImagePulls = false
 			initialConfig.MaxParallelImagePulls = ptr.To[int32](1)
-			initialConfig.ImagePullQueueTimeout = metav1.Duration{Duration: 5 * time.Second}
+			initialConfig.ImagePullQueueTimeout = &metav1.Duration{Duration: 5 * time.Second}
 		})
 
 		ginkgo.It("should fail a pull that waited longer than the timeout for a slot, and pull it once a slot is free", func(ctx context.Context) {
@@ -333,7 +333,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
 			initialConfig.SerializeImagePulls = false
 			initialConfig.MaxParallelImagePulls = ptr.To[int32](1)
-			initialConfig.ImagePullQueueTimeout = metav1.Duration{}
+			initialConfig.ImagePullQueueTimeout = nil
 			initialConfig.AbandonedImagePullPolicy = kubeletconfig.DetachAbandonedImagePulls
 		})
 
@@ -350,7 +350,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		tempSetCurrentKubeletConfig(f, func(ctx context.Context, initialConfig *kubeletconfig.KubeletConfiguration) {
 			initialConfig.SerializeImagePulls = false
 			initialConfig.MaxParallelImagePulls = ptr.To[int32](1)
-			initialConfig.ImagePullQueueTimeout = metav1.Duration{}
+			initialConfig.ImagePullQueueTimeout = nil
 			initialConfig.AbandonedImagePullPolicy = kubeletconfig.CancelAbandonedImagePulls
 		})
 

@@ -93,6 +93,18 @@ type PullGateConfig struct {
 	DetachAbandonedPulls bool
 }
 
+// PullGateConfigFrom returns the pull gate's part of the kubelet's
+// configuration. An empty abandonedImagePullPolicy detaches, the default: a
+// kubelet that turns the gate on by flag alone was defaulted before the flag
+// was read, with the gate off.
+func PullGateConfigFrom(kubeCfg *kubeletconfiginternal.KubeletConfiguration) PullGateConfig {
+	config := PullGateConfig{DetachAbandonedPulls: kubeCfg.AbandonedImagePullPolicy != kubeletconfiginternal.CancelAbandonedImagePulls}
+	if kubeCfg.ImagePullQueueTimeout != nil {
+		config.QueueTimeout = kubeCfg.ImagePullQueueTimeout.Duration
+	}
+	return config
+}
+
 // newImagePuller returns the pull gate when the KubeletImagePullGate feature is
 // enabled (one slot with serialized pulls), upstream's serial or parallel puller
 // otherwise.

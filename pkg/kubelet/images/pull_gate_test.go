@@ -1027,3 +1027,17 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 		})
 	}
 }
+
+// A kubelet that turns the gate on by flag alone was defaulted with the gate
+// off, so its abandonedImagePullPolicy is empty: it detaches, the documented
+// default, rather than cancel.
+func TestPullGateConfigFrom(t *testing.T) {
+	for policy, detach := range map[kubeletconfiginternal.AbandonedImagePullPolicy]bool{
+		"": true,
+		kubeletconfiginternal.DetachAbandonedImagePulls: true,
+		kubeletconfiginternal.CancelAbandonedImagePulls: false,
+	} {
+		got := PullGateConfigFrom(&kubeletconfiginternal.KubeletConfiguration{AbandonedImagePullPolicy: policy, ImagePullQueueTimeout: &metav1.Duration{Duration: time.Minute}})
+		assert.Equal(t, PullGateConfig{QueueTimeout: time.Minute, DetachAbandonedPulls: detach}, got, "abandonedImagePullPolicy %q", policy)
+	}
+}

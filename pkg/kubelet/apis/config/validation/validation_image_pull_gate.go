@@ -28,6 +28,9 @@ import (
 // set only with the KubeletImagePullGate feature and a limit of parallel pulls to
 // wait for.
 func validateImagePullQueueTimeout(kc *kubeletconfig.KubeletConfiguration, featureGate featuregate.FeatureGate) []error {
+	if kc.ImagePullQueueTimeout == nil {
+		return nil
+	}
 	timeout := kc.ImagePullQueueTimeout.Duration
 	switch {
 	case timeout == 0:

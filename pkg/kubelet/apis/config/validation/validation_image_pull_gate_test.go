@@ -53,7 +53,7 @@ func TestValidateImagePullQueueTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := successConfig.DeepCopy()
 			conf.FeatureGates = map[string]bool{"KubeletImagePullGate": tc.gate}
-			conf.ImagePullQueueTimeout = metav1.Duration{Duration: tc.timeout}
+			conf.ImagePullQueueTimeout = &metav1.Duration{Duration: tc.timeout}
 			conf.SerializeImagePulls = tc.serialize
 			conf.MaxParallelImagePulls = tc.maxParallel
 			err := validation.ValidateKubeletConfiguration(conf, featureGate)
