@@ -104,12 +104,18 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			assert.Equal(t, 1, updates(), "the limit is sent until the runtime reports it")
 			assert.Equal(t, ptr.To[int32](4), poll().ImagePullLimit, "the runtime reports the limit it received")
 
+			// The kubelet's other runtime config updates (the pod CIDR) carry no
+			// image pull config, which leaves the runtime's limit as it was.
+			require.NoError(t, runtimeService.UpdateRuntimeConfig(tCtx, &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.0.0.0/24"}}))
+			assert.Equal(t, ptr.To[int32](4), poll().ImagePullLimit, "the limit after a pod CIDR update")
+			assert.Equal(t, 2, updates(), "no limit sent again after a pod CIDR update")
+
 			// A restarted runtime reports no limit: the kubelet sends it again.
-			fake.RuntimeService.LastRuntimeConfig = nil
+			fake.RuntimeService.ImagePullConfig = nil
 			assert.Nil(t, poll().ImagePullLimit)
-			assert.Equal(t, 2, updates(), "the limit is sent again after a restart")
+			assert.Equal(t, 3, updates(), "the limit is sent again after a restart")
 			poll()
-			assert.Equal(t, 2, updates())
+			assert.Equal(t, 3, updates())
 
 			// A runtime without the feature gets the kubelet's own limit back; when it
 			// advertises the feature again, the limit it reports is taken as it is.
@@ -117,7 +123,7 @@ func TestImagePullLimitHandOffThroughTheCRI(t *testing.T) {
 			poll()
 			fake.RuntimeService.FakeFeatures = &runtimeapi.RuntimeFeatures{ImagePullConcurrency: true}
 			poll()
-			assert.Equal(t, 2, updates())
+			assert.Equal(t, 3, updates())
 		})
 	}
 }
