@@ -318,18 +318,20 @@ func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pu
 }
 
 // dispatchLocked grants free slots to the first pulls in the queue that do not
-// wait for a pull of their image.
+// wait for a pull of their image. While the runtime enforces the limit, every
+// pull is granted at once but still holds a slot, so that the pulls it started
+// count against the limit once the kubelet enforces it again.
 func (g *pullGate) dispatchLocked() {
-	unlimited := g.limit == 0 || g.delegated.Load()
+	delegated := g.delegated.Load()
 	for _, t := range g.queue {
-		if !unlimited && g.used >= g.limit {
+		if g.limit > 0 && !delegated && g.used >= g.limit {
 			return
 		}
 		if t.granted || t.waiting != nil {
 			continue
 		}
 		t.granted = true
-		if !unlimited {
+		if g.limit > 0 {
 			t.held = true
 			g.used++
 		}

@@ -691,6 +691,39 @@ func TestPullGateDelegatedToTheRuntimeHoldsNothingBack(t *testing.T) {
 	assert.Equal(t, 2, e.rt.peak)
 }
 
+// Pulls started while the runtime enforced the limit count against it once
+// the kubelet enforces it again (the runtime stopped advertising the feature,
+// or reports another limit): the runtime never sees more than the limit from
+// pulls the kubelet starts after that.
+func TestPullGateCountsPullsStartedWhileTheRuntimeEnforced(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	gate := e.m.puller.(*pullGate)
+	gate.setDelegated(true)
+	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
+	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
+	for range 2 {
+		select {
+		case <-e.rt.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("with the runtime enforcing the limit, both pulls reach it at once")
+		}
+	}
+	gate.setDelegated(false)
+	c := e.ensure(context.Background(), gatePod{name: "c", image: "c:1"})
+	e.waitEvent(t, `to pull image "c:1"`) // queued behind the two running pulls
+	e.rt.finish("a:1")
+	e.rt.finish("b:1")
+	e.rt.waitEntered(t, "c:1")
+	e.rt.mu.Lock()
+	running := e.rt.running
+	e.rt.mu.Unlock()
+	assert.Equal(t, 1, running, "pulls in the runtime when the kubelet's next pull reached it")
+	e.rt.finish("c:1")
+	for _, o := range []<-chan outcome{a, b, c} {
+		require.NoError(t, outcomeOf(t, o).err)
+	}
+}
+
 func TestPullCancellationReachesOnlyThePullPath(t *testing.T) {
 	podCtx, cancel := context.WithCancel(context.Background())
 	detached := context.WithoutCancel(podCtx)
