@@ -149,12 +149,21 @@ type pullEvents struct {
 	queued func(ahead int)
 	// waiting: the pull waits for a pull of the same image started for another pod.
 	waiting func()
+	// gaveUp: the pull stopped waiting for that pull after waiting that long,
+	// and pulls the image itself.
+	gaveUp func(waited time.Duration)
 	// started: the pull reaches the runtime, after waiting that long.
 	started func(waited time.Duration)
 }
 
 // queuedEventInterval is the least time between two queued events of one pull.
 const queuedEventInterval = 30 * time.Second
+
+// otherPullWaitLimit bounds a pod's wait for a pull of its image started for
+// another pod: a pull that hangs must not hold every later pod of the image.
+// It is the image pull back-off's maximum, the longest the kubelet otherwise
+// leaves a pod before it tries to pull the pod's image again.
+const otherPullWaitLimit = 5 * time.Minute
 
 // gateResult is a pull's outcome through the gate.
 type gateResult struct {
@@ -218,9 +227,12 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 
 	var waitedForSlot time.Duration
 	var lastQueued time.Time
+	// gaveUp is set once the pod stopped waiting for a pull of its image that
+	// ran longer than otherPullWaitLimit: it then pulls the image itself.
+	gaveUp := false
 	for {
 		g.mu.Lock()
-		if !r.alwaysPull && r.recheck != nil && t.waiting == nil {
+		if !r.alwaysPull && r.recheck != nil && t.waiting == nil && !gaveUp {
 			if p := g.running[key]; p != nil {
 				g.waitForLocked(t, p)
 			}
@@ -234,10 +246,24 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			if r.events.waiting != nil {
 				r.events.waiting()
 			}
+			limit := g.clock.NewTimer(otherPullWaitLimit)
 			select {
 			case <-waiting.done:
+				limit.Stop()
 			case <-ctx.Done():
+				limit.Stop()
 				return g.abandon(ctx, r.spec)
+			case <-limit.C():
+				g.mu.Lock()
+				t.waiting = nil
+				g.loseInterestLocked(waiting)
+				gaveUp = true
+				g.dispatchLocked()
+				g.mu.Unlock()
+				if r.events.gaveUp != nil {
+					r.events.gaveUp(otherPullWaitLimit)
+				}
+				continue
 			}
 			g.mu.Lock()
 			t.waiting = nil

@@ -154,6 +154,9 @@ func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference
 			waiting: func() {
 				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Waiting for a pull of image %q started for another pod; the image is checked again when it ends", image))
 			},
+			gaveUp: func(waited time.Duration) {
+				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Stopped waiting for a pull of image %q started for another pod, still running after %v; pulling it for this pod", image, waited))
+			},
 			started: func(waited time.Duration) {
 				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, waited, gate.limit))
 			},

@@ -652,6 +652,25 @@ func TestPullGateWaiterPullsItselfWhenTheOtherPullFailed(t *testing.T) {
 	assert.Len(t, e.rt.pullsOf("img:1"), 2, "the waiter tried the image itself")
 }
 
+// A pull of its image started for another pod that runs longer than
+// otherPullWaitLimit no longer holds a pod: it stops waiting, says so, and pulls
+// the image itself at its place in the queue.
+func TestPullGateBoundsTheWaitForAnotherPodsPull(t *testing.T) {
+	e := newGateEnv(t, 2, 0, nil)
+	owner := e.ensure(context.Background(), gatePod{name: "owner", image: "img:1"})
+	e.rt.waitEntered(t, "img:1")
+	waiter := e.ensure(context.Background(), gatePod{name: "waiter", image: "img:1"})
+	e.waitEvent(t, `Waiting for a pull of image "img:1"`)
+	e.waitTimers(t, 1)
+	e.clock.Step(otherPullWaitLimit)
+	e.waitEvent(t, `Stopped waiting for a pull of image "img:1" started for another pod, still running after 5m0s; pulling it for this pod`)
+	e.rt.waitEntered(t, "img:1")
+	assert.Len(t, e.rt.pullsOf("img:1"), 2, "the waiter pulls the image itself")
+	e.rt.finish("img:1")
+	require.NoError(t, outcomeOf(t, owner).err)
+	require.NoError(t, outcomeOf(t, waiter).err)
+}
+
 func TestPullGateLimitsPulls(t *testing.T) {
 	e := newGateEnv(t, 2, 0, nil)
 	var pods []<-chan outcome
