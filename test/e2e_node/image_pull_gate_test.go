@@ -305,10 +305,11 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 	})
 
 	// abandonRunningPull deletes a pod while its pull runs in the runtime (held
-	// at the CRI proxy), checks that the pull gives up its slot at once, then
-	// lets every pull go on. It returns the image of the deleted pod and whether
-	// the image is on the node.
-	abandonRunningPull := func(ctx context.Context) (string, func(context.Context) bool) {
+	// at the CRI proxy) and starts a pod of another image: a cancelled pull gives
+	// its slot up at once, a detached one keeps it until it ends. Then it lets
+	// every pull go on. It returns the image of the deleted pod and whether the
+	// image is on the node.
+	abandonRunningPull := func(ctx context.Context, detached bool) (string, func(context.Context) bool) {
 		ginkgo.GinkgoHelper()
 		image := newImage()
 		newPod(ctx, "abandoned", image, v1.PullIfNotPresent)
@@ -316,8 +317,14 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		ginkgo.By("deleting the pod whose pull runs")
 		e2epod.NewPodClient(f).DeleteSync(ctx, "abandoned", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, time.Minute)
 		next := newPod(ctx, "next", newImage(), v1.PullIfNotPresent)
-		arrived(2, "the abandoned pull gives up its slot")
-		pulls.releaseAll()
+		if detached {
+			arrived(1, "the detached pull keeps its slot: the next pod's pull waits")
+			pulls.releaseAll()
+			arrived(2, "the detached pull ended and handed its slot on")
+		} else {
+			arrived(2, "the cancelled pull gives up its slot")
+			pulls.releaseAll()
+		}
 		running(ctx, next)
 
 		_, is, err := getCRIClient(ctx)
@@ -337,8 +344,8 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 			initialConfig.AbandonedImagePullPolicy = kubeletconfig.DetachAbandonedImagePulls
 		})
 
-		ginkgo.It("should let the running pull of a deleted pod finish without its slot", func(ctx context.Context) {
-			image, present := abandonRunningPull(ctx)
+		ginkgo.It("should let the running pull of a deleted pod finish, holding its slot", func(ctx context.Context) {
+			image, present := abandonRunningPull(ctx, true)
 			gomega.Eventually(ctx, present).WithTimeout(time.Minute).Should(gomega.BeTrueBecause("the detached pull completes"))
 			again := newPod(ctx, "again", image, v1.PullIfNotPresent)
 			running(ctx, again)
@@ -355,7 +362,7 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		})
 
 		ginkgo.It("should cancel the running pull of a deleted pod", func(ctx context.Context) {
-			image, present := abandonRunningPull(ctx)
+			image, present := abandonRunningPull(ctx, false)
 			// The proxy hands the released call to the runtime with the context the
 			// kubelet cancelled: the pull fails.
 			gomega.Consistently(ctx, present).WithTimeout(5 * time.Second).Should(gomega.BeFalseBecause("the cancelled pull left the image"))

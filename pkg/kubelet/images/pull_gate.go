@@ -106,6 +106,10 @@ type pullTicket struct {
 	granted bool
 	held    bool         // the grant counts against the limit
 	waiting *runningPull // the pull of the same image this one waits for
+	// outwaited is the pull of the same image this one stopped waiting for
+	// (otherPullWaitLimit): it keeps its interest in it until it pulls itself
+	// or leaves, so that the pull is not cancelled or detached on its account.
+	outwaited *runningPull
 }
 
 // runningPull is a pull in the runtime.
@@ -227,17 +231,18 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 
 	var waitedForSlot time.Duration
 	var lastQueued time.Time
-	// gaveUp is set once the pod stopped waiting for a pull of its image that
-	// ran longer than otherPullWaitLimit: it then pulls the image itself.
-	gaveUp := false
 	for {
+		if podLeft(ctx) {
+			return g.abandon(ctx, r.spec)
+		}
 		g.mu.Lock()
-		if !r.alwaysPull && r.recheck != nil && t.waiting == nil && !gaveUp {
+		if !r.alwaysPull && r.recheck != nil && t.waiting == nil && t.outwaited == nil {
 			if p := g.running[key]; p != nil {
 				g.waitForLocked(t, p)
 			}
 		}
-		waiting, granted := t.waiting, t.granted
+		waiting, granted, outwaited := t.waiting, t.granted, t.outwaited
+		outwaitedEnded := outwaited != nil && outwaited.ended
 		ahead := g.aheadLocked(t)
 		g.mu.Unlock()
 
@@ -254,10 +259,10 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 				limit.Stop()
 				return g.abandon(ctx, r.spec)
 			case <-limit.C():
+				// It takes its place for a pull of its own, which starts once
+				// it has a slot, unless the pull it waited for ended by then.
 				g.mu.Lock()
-				t.waiting = nil
-				g.loseInterestLocked(waiting)
-				gaveUp = true
+				t.waiting, t.outwaited = nil, waiting
 				g.dispatchLocked()
 				g.mu.Unlock()
 				if r.events.gaveUp != nil {
@@ -275,6 +280,22 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			g.mu.Lock()
 			g.dispatchLocked()
 			g.mu.Unlock()
+		case outwaitedEnded:
+			// The pull it stopped waiting for ended before its own started:
+			// once that pull is recorded, it checks the image again.
+			select {
+			case <-outwaited.done:
+			case <-ctx.Done():
+				return g.abandon(ctx, r.spec)
+			}
+			g.mu.Lock()
+			g.loseInterestLocked(outwaited)
+			t.outwaited = nil
+			g.mu.Unlock()
+			if ref, ok := r.recheck(ctx); ok {
+				kubeletmetrics.ImagePullQueuePullsAvoided.Inc()
+				return gateResult{pullResult: pullResult{imageRef: ref}, present: true}
+			}
 		case granted:
 			return g.run(ctx, t, r, g.clock.Since(arrived))
 		default:
@@ -400,6 +421,10 @@ func (g *pullGate) leaveQueue(t *pullTicket) {
 		g.loseInterestLocked(t.waiting)
 		t.waiting = nil
 	}
+	if t.outwaited != nil {
+		g.loseInterestLocked(t.outwaited)
+		t.outwaited = nil
+	}
 	if t.held {
 		t.held = false
 		g.used--
@@ -455,6 +480,10 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		g.mu.Unlock()
 		return g.abandon(ctx, r.spec)
 	}
+	if t.outwaited != nil {
+		g.loseInterestLocked(t.outwaited)
+		t.outwaited = nil
+	}
 	if i := slices.Index(g.queue, t); i >= 0 {
 		g.queue = slices.Delete(g.queue, i, i+1)
 		kubeletmetrics.ImagePullQueueLength.Dec()
@@ -483,9 +512,15 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 			if g.running[t.key] == p {
 				delete(g.running, t.key)
 			}
-			g.mu.Unlock()
 			p.cancel()
 			close(p.done)
+			// Pulls that stopped waiting for this one check the image again.
+			for _, q := range g.queue {
+				if q.outwaited == p {
+					signal(q.wake)
+				}
+			}
+			g.mu.Unlock()
 		})
 	}
 	go func() {

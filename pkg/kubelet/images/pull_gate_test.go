@@ -653,22 +653,42 @@ func TestPullGateWaiterPullsItselfWhenTheOtherPullFailed(t *testing.T) {
 }
 
 // A pull of its image started for another pod that runs longer than
-// otherPullWaitLimit no longer holds a pod: it stops waiting, says so, and pulls
-// the image itself at its place in the queue.
+// otherPullWaitLimit no longer holds a pod: it stops waiting, says so, and
+// takes its place for a pull of its own. With a free slot it pulls at once;
+// without one, the pull it stopped waiting for may end first, and it then
+// checks the image again instead of pulling. Meanwhile it keeps its interest
+// in that pull, so that a pull whose own pod left is not cancelled on its
+// account (abandonedImagePullPolicy Cancel).
 func TestPullGateBoundsTheWaitForAnotherPodsPull(t *testing.T) {
-	e := newGateEnv(t, 2, 0, nil)
-	owner := e.ensure(context.Background(), gatePod{name: "owner", image: "img:1"})
-	e.rt.waitEntered(t, "img:1")
-	waiter := e.ensure(context.Background(), gatePod{name: "waiter", image: "img:1"})
-	e.waitEvent(t, `Waiting for a pull of image "img:1"`)
-	e.waitTimers(t, 1)
-	e.clock.Step(otherPullWaitLimit)
-	e.waitEvent(t, `Stopped waiting for a pull of image "img:1" started for another pod, still running after 5m0s; pulling it for this pod`)
-	e.rt.waitEntered(t, "img:1")
-	assert.Len(t, e.rt.pullsOf("img:1"), 2, "the waiter pulls the image itself")
-	e.rt.finish("img:1")
-	require.NoError(t, outcomeOf(t, owner).err)
-	require.NoError(t, outcomeOf(t, waiter).err)
+	for _, limit := range []int32{2, 1} {
+		t.Run(fmt.Sprintf("%d slots", limit), func(t *testing.T) {
+			e := newGateEnv(t, limit, 0, nil)
+			ownerCtx, ownerGone := context.WithCancel(context.Background())
+			defer ownerGone()
+			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "img:1"})
+			e.rt.waitEntered(t, "img:1")
+			waiter := e.ensure(context.Background(), gatePod{name: "waiter", image: "img:1"})
+			e.waitEvent(t, `Waiting for a pull of image "img:1"`)
+			e.waitTimers(t, 1)
+			e.clock.Step(otherPullWaitLimit)
+			e.waitEvent(t, `Stopped waiting for a pull of image "img:1" started for another pod, still running after 5m0s; pulling it for this pod`)
+			if limit == 2 {
+				e.rt.waitEntered(t, "img:1")
+				e.rt.finish("img:1")
+				require.NoError(t, outcomeOf(t, owner).err)
+				require.NoError(t, outcomeOf(t, waiter).err)
+				assert.Len(t, e.rt.pullsOf("img:1"), 2, "with a free slot, the waiter pulled the image itself")
+				return
+			}
+			ownerGone()
+			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			assert.NoError(t, e.rt.pullContext("img:1").Err(), "the pull goes on for the pod that stopped waiting for it")
+			e.rt.finish("img:1")
+			require.NoError(t, outcomeOf(t, waiter).err)
+			assert.Len(t, e.rt.pullsOf("img:1"), 1, "the pull ended before the waiter had a slot: it found the image")
+			e.waitEvent(t, "pulled for another pod while this one waited")
+		})
+	}
 }
 
 func TestPullGateLimitsPulls(t *testing.T) {
@@ -1021,6 +1041,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 					intents, pulled := records.state()
 					return intents == 0 && len(pulled) == 0
 				}, 10*time.Second, time.Millisecond, "a pull the runtime stopped is recorded as failed, its intent released")
+				assert.Equal(t, 2, records.intentsRecorded(), "the pull took an intent of its own when its pod left")
 				ref, _ := e.rt.GetImageRef(context.Background(), kubecontainer.ImageSpec{Image: "private:1"})
 				assert.Empty(t, ref, "the runtime stopped the pull: no image")
 				return
@@ -1055,9 +1076,11 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 			// intent is its second), so the gate sees the pod gone first.
 			e.rt.sized = func() {
 				ownerGone()
-				_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 					return records.intentsRecorded() == 2, nil
-				})
+				}); err != nil {
+					t.Errorf("the gate took no intent for the pull when its pod left: %v", err)
+				}
 			}
 			e.rt.finish("private:1")
 			owner := outcomeOf(t, e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"}))
