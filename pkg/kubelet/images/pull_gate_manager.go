@@ -146,7 +146,7 @@ func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference
 		pod:              podUID,
 		alwaysPull:       pullPolicy == v1.PullAlways,
 		recheck:          m.recheck(image, spec, credentials),
-		adopt:            m.adoptPull(ctx, image),
+		adopt:            m.adoptPull(ctx, image, spec),
 		events: pullEvents{
 			queued: func(ahead int) {
 				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit))
@@ -189,8 +189,10 @@ func (m *imageManager) recheck(image string, spec kubecontainer.ImageSpec, crede
 // have: it takes a pull intent of its own at once, before the pod's is released,
 // and records the pull as pulled or failed when it ends. Without it, an image
 // pulled with the pod's credentials after the pod left would look preloaded to
-// KEP-2535's check and be usable by pods without them.
-func (m *imageManager) adoptPull(ctx context.Context, image string) func() func(pullResult) {
+// KEP-2535's check and be usable by pods without them. A pull that failed (it
+// was cancelled) but left the image in the runtime is recorded as pulled with
+// unknown credentials, which makes every pod's use of the image verify its own.
+func (m *imageManager) adoptPull(ctx context.Context, image string, spec kubecontainer.ImageSpec) func() func(pullResult) {
 	return func() func(pullResult) {
 		if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
 			return nil
@@ -203,6 +205,10 @@ func (m *imageManager) adoptPull(ctx context.Context, image string) func() func(
 		ctx := context.WithoutCancel(ctx)
 		return func(res pullResult) {
 			if res.err != nil {
+				if ref, err := m.imageService.GetImageRef(ctx, spec); err == nil && ref != "" {
+					m.imagePullManager.RecordImagePulled(ctx, image, ref, nil)
+					return
+				}
 				m.imagePullManager.RecordImagePullFailed(ctx, image)
 				return
 			}

@@ -72,6 +72,9 @@ type fakeImageRuntime struct {
 	// completesCancelled makes the runtime complete a pull whatever its
 	// context, as a runtime that does not stop a pull in progress may.
 	completesCancelled bool
+	// storesCancelled makes a cancelled pull fail but leave its image, as a
+	// runtime cancelled after it stored the image may.
+	storesCancelled bool
 	// sized, if set, runs when the image size of a pulled image is asked for:
 	// after PullImage returned, before the gate records the pull's end.
 	sized func()
@@ -129,6 +132,9 @@ func (s *fakeImageRuntime) PullImage(ctx context.Context, spec kubecontainer.Ima
 	case <-done:
 		s.mu.Lock()
 		s.cancelled = append(s.cancelled, spec.Image)
+		if s.storesCancelled {
+			s.present[spec.Image] = true
+		}
 		s.mu.Unlock()
 		return "", nil, ctx.Err()
 	}
@@ -970,6 +976,7 @@ type recordingPullManager struct {
 	intents  map[string]int
 	recorded int
 	pulled   []string
+	creds    []*kubeletconfiginternal.ImagePullCredentials
 }
 
 func (r *recordingPullManager) RecordPullIntent(_ klog.Logger, image string) error {
@@ -987,11 +994,19 @@ func (r *recordingPullManager) intentsRecorded() int {
 	return r.recorded
 }
 
-func (r *recordingPullManager) RecordImagePulled(_ context.Context, image, _ string, _ *kubeletconfiginternal.ImagePullCredentials) {
+func (r *recordingPullManager) RecordImagePulled(_ context.Context, image, _ string, creds *kubeletconfiginternal.ImagePullCredentials) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.intents[image]--
 	r.pulled = append(r.pulled, image)
+	r.creds = append(r.creds, creds)
+}
+
+// credentials are the credentials of each pulled record, in order.
+func (r *recordingPullManager) credentials() []*kubeletconfiginternal.ImagePullCredentials {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.creds)
 }
 
 func (r *recordingPullManager) RecordImagePullFailed(_ context.Context, image string) {
@@ -1066,6 +1081,25 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 			assert.Empty(t, pulled)
 			e.rt.finish("private:1")
 			recordedAsPulled(t, records)
+		})
+
+		// Only a cancelled pull can fail after the runtime stored its image.
+		t.Run(policy+"/the pod leaves and the runtime stores the image of the cancelled pull", func(t *testing.T) {
+			if detach {
+				return
+			}
+			e, records := setup(t)
+			e.rt.storesCancelled = true
+			ownerCtx, ownerGone := context.WithCancel(context.Background())
+			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
+			e.rt.waitEntered(t, "private:1")
+			ownerGone()
+			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			require.Eventually(t, func() bool {
+				intents, pulled := records.state()
+				return intents == 0 && slices.Equal(pulled, []string{"private:1"})
+			}, 10*time.Second, time.Millisecond, "the image the cancelled pull left is recorded as pulled, its intent released")
+			assert.Equal(t, []*kubeletconfiginternal.ImagePullCredentials{nil}, records.credentials(), "recorded with unknown credentials, so that every pod verifies its own")
 		})
 
 		t.Run(policy+"/the pod leaves as PullImage returns", func(t *testing.T) {
