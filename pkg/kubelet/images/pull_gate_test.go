@@ -1028,6 +1028,17 @@ func (r *recordingPullManager) state() (int, []string) {
 // either abandonedImagePullPolicy: the pull goes on detached, is cancelled and
 // stopped by the runtime, is cancelled but completed by the runtime anyway, or
 // ends as its pod leaves (the gate sees both at once; run repeatedly).
+// leaveWhilePulling starts a pull of private:1 for a pod that leaves once the
+// pull is in the runtime.
+func leaveWhilePulling(t *testing.T, e *gateEnv) {
+	t.Helper()
+	ownerCtx, ownerGone := context.WithCancel(context.Background())
+	owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
+	e.rt.waitEntered(t, "private:1")
+	ownerGone()
+	require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+}
+
 func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.KubeletEnsureSecretPulledImages, true)
 	for _, detach := range []bool{true, false} {
@@ -1046,11 +1057,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 
 		t.Run(policy+"/the pod leaves while the pull runs", func(t *testing.T) {
 			e, records := setup(t)
-			ownerCtx, ownerGone := context.WithCancel(context.Background())
-			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
-			e.rt.waitEntered(t, "private:1")
-			ownerGone()
-			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			leaveWhilePulling(t, e)
 			if !detach {
 				require.Eventually(t, func() bool {
 					intents, pulled := records.state()
@@ -1071,11 +1078,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 		t.Run(policy+"/the pod leaves and the runtime completes the pull anyway", func(t *testing.T) {
 			e, records := setup(t)
 			e.rt.completesCancelled = true
-			ownerCtx, ownerGone := context.WithCancel(context.Background())
-			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
-			e.rt.waitEntered(t, "private:1")
-			ownerGone()
-			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			leaveWhilePulling(t, e)
 			intents, pulled := records.state()
 			assert.Equal(t, 1, intents, "the pull keeps an intent while the runtime's PullImage runs")
 			assert.Empty(t, pulled)
@@ -1090,11 +1093,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 			}
 			e, records := setup(t)
 			e.rt.storesCancelled = true
-			ownerCtx, ownerGone := context.WithCancel(context.Background())
-			owner := e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"})
-			e.rt.waitEntered(t, "private:1")
-			ownerGone()
-			require.ErrorIs(t, outcomeOf(t, owner).err, ErrPullAbandoned)
+			leaveWhilePulling(t, e)
 			require.Eventually(t, func() bool {
 				intents, pulled := records.state()
 				return intents == 0 && slices.Equal(pulled, []string{"private:1"})
