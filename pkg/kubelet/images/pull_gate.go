@@ -137,11 +137,12 @@ type pullRequest struct {
 	// pod waited for ended: ok, with the image's ref, when the pod needs no pull
 	// of its own. Without it the pod never waits for another pod's pull.
 	recheck func(ctx context.Context) (imageRef string, ok bool)
-	// adopt, if set, is called when the pod leaves its pull while the pull goes on
-	// (pods wait for it, or it is detached), and returns what records the pull
-	// when it ends: the image manager keeps its record of a pull in progress
-	// (KEP-2535's pull intent) until then, so that the image never looks as if it
-	// had not been pulled by the kubelet.
+	// adopt, if set, is called when the pod leaves its pull after the pull reached
+	// the runtime, and returns what records the pull when it ends (nil: nothing
+	// to record). The pod hands its record of the pull in progress (KEP-2535's
+	// pull intent) over to the pull (gateResult.adopted), which keeps it until
+	// PullImage returns, so that the image never looks as if it had not been
+	// pulled by the kubelet.
 	adopt func() (ended func(pullResult))
 	// events, each optional
 	events pullEvents
@@ -178,6 +179,10 @@ type gateResult struct {
 	// finish, set on a successful pull of the pod's own, must be called once the
 	// pull is recorded: the pods waiting for it then check the image again.
 	finish func()
+	// adopted is set when the pod left its pull after the pull reached the
+	// runtime and the pull's adopt took over recording it: the pod's pull intent
+	// now belongs to the pull, which releases it when PullImage returns.
+	adopted bool
 }
 
 // ErrTooManyParallelPulls is returned when an image pull waited longer than
@@ -561,7 +566,8 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		// or detached, be cancelled but completed by the runtime anyway, or have
 		// ended as the pod left. The pod's own pull intent is released when it
 		// leaves; an image pulled with its credentials and recorded by no one
-		// would look preloaded to KEP-2535's check.
+		// would look preloaded to KEP-2535's check, so the pod hands that
+		// intent over to the pull instead.
 		var ended func(pullResult)
 		if r.adopt != nil {
 			ended = r.adopt()
@@ -573,7 +579,9 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 			}
 			res.finish()
 		}()
-		return g.abandon(ctx, r.spec)
+		res := g.abandon(ctx, r.spec)
+		res.adopted = ended != nil
+		return res
 	}
 }
 

@@ -186,20 +186,15 @@ func (m *imageManager) recheck(image string, spec kubecontainer.ImageSpec, crede
 }
 
 // adoptPull records a pull that goes on after its pod left, as pullImage would
-// have: it takes a pull intent of its own at once, before the pod's is released,
-// and records the pull as pulled or failed when it ends. Without it, an image
-// pulled with the pod's credentials after the pod left would look preloaded to
+// have: the pod hands its pull intent over to the pull (gateResult.adopted), which
+// records the pull as pulled or failed when it ends. Without it, an image pulled
+// with the pod's credentials after the pod left would look preloaded to
 // KEP-2535's check and be usable by pods without them. A pull that failed (it
 // was cancelled) but left the image in the runtime is recorded as pulled with
 // unknown credentials, which makes every pod's use of the image verify its own.
 func (m *imageManager) adoptPull(ctx context.Context, image string, spec kubecontainer.ImageSpec) func() func(pullResult) {
 	return func() func(pullResult) {
 		if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
-			return nil
-		}
-		logger := klog.FromContext(ctx)
-		if err := m.imagePullManager.RecordPullIntent(logger, image); err != nil {
-			logger.Error(err, "Failed to record the image pull intent of a pull that goes on without its pod", "image", image)
 			return nil
 		}
 		ctx := context.WithoutCancel(ctx)

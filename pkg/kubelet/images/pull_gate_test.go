@@ -977,11 +977,18 @@ type recordingPullManager struct {
 	recorded int
 	pulled   []string
 	creds    []*kubeletconfiginternal.ImagePullCredentials
+	// intentsBeforeFailing, if set, is the number of pull intents recorded
+	// before every later one fails, as when the intents' directory is not
+	// writable.
+	intentsBeforeFailing int
 }
 
 func (r *recordingPullManager) RecordPullIntent(_ klog.Logger, image string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.intentsBeforeFailing > 0 && r.recorded == r.intentsBeforeFailing {
+		return errors.New("cannot record the pull intent")
+	}
 	r.intents[image]++
 	r.recorded++
 	return nil
@@ -1063,7 +1070,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 					intents, pulled := records.state()
 					return intents == 0 && len(pulled) == 0
 				}, 10*time.Second, time.Millisecond, "a pull the runtime stopped is recorded as failed, its intent released")
-				assert.Equal(t, 2, records.intentsRecorded(), "the pull took an intent of its own when its pod left")
+				assert.Equal(t, 1, records.intentsRecorded(), "the pod handed its intent over to the pull")
 				ref, _ := e.rt.GetImageRef(context.Background(), kubecontainer.ImageSpec{Image: "private:1"})
 				assert.Empty(t, ref, "the runtime stopped the pull: no image")
 				return
@@ -1105,19 +1112,31 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 			e, records := setup(t)
 			ownerCtx, ownerGone := context.WithCancel(context.Background())
 			// The pod leaves once PullImage returned, and the result reaches the
-			// gate only after the gate took the pod's leave (the pull's own
-			// intent is its second), so the gate sees the pod gone first.
+			// gate only after the pod's EnsureImageExists returned, so the gate
+			// sees the pod gone first.
+			ownerReturned := make(chan struct{})
 			e.rt.sized = func() {
 				ownerGone()
-				if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-					return records.intentsRecorded() == 2, nil
-				}); err != nil {
-					t.Errorf("the gate took no intent for the pull when its pod left: %v", err)
+				select {
+				case <-ownerReturned:
+				case <-time.After(10 * time.Second):
 				}
 			}
 			e.rt.finish("private:1")
 			owner := outcomeOf(t, e.ensure(ownerCtx, gatePod{name: "owner", image: "private:1"}))
+			close(ownerReturned)
 			require.ErrorIs(t, owner.err, ErrPullAbandoned)
+			recordedAsPulled(t, records)
+		})
+
+		// The pod's intent goes over to the pull, so nothing can fail between
+		// the pod's leave and the pull's record.
+		t.Run(policy+"/the pod leaves and no further intent can be recorded", func(t *testing.T) {
+			e, records := setup(t)
+			records.intentsBeforeFailing = 1
+			e.rt.completesCancelled = true
+			leaveWhilePulling(t, e)
+			e.rt.finish("private:1")
 			recordedAsPulled(t, records)
 		})
 
