@@ -265,6 +265,16 @@ func TestVPANodeScope(t *testing.T) {
 		}
 		return podsOn[busyNode] != "" && podsOn[idleNode] != "", nil
 	}); err != nil {
+		// What the pods and the cluster did, for a run that cannot be repeated.
+		for _, args := range [][]string{
+			{"get", "nodes", "-o", "wide"},
+			{"get", "daemonset,pods", "-n", ns.Name, "-o", "wide"},
+			{"describe", "pods", "-n", ns.Name},
+			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+		} {
+			out, err := run(context.Background(), "", args...)
+			t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
+		}
 		t.Fatalf("the DaemonSet has no Running pod on both nodes (%v): %v", podsOn, err)
 	}
 	t.Logf("MEASURED DaemonSet pods Running on both nodes after %s: %v", time.Since(start).Round(time.Second), podsOn)
