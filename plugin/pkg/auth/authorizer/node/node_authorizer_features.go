@@ -17,6 +17,7 @@ limitations under the License.
 package node
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/klog/v2"
 	featuresapi "k8s.io/kubernetes/pkg/apis/features"
@@ -24,10 +25,15 @@ import (
 
 var featureResource = featuresapi.Resource("features")
 
-// authorizeFeature lets every node read Features and report its kubelet's
-// uses; the noderestriction admission plugin checks that a node reports only
-// its own.
+// authorizeFeature lets every node read Kubernetes' own Features, those in
+// kube-system, and report its kubelet's uses of them; the noderestriction
+// admission plugin checks that a node reports only its own. Kubelets report
+// nowhere else, so nodes get nothing in other namespaces.
 func authorizeFeature(nodeName string, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	if attrs.GetNamespace() != metav1.NamespaceSystem {
+		klog.V(2).Infof("NODE DENY: '%s' %#v", nodeName, attrs)
+		return authorizer.DecisionNoOpinion, "can only access features in " + metav1.NamespaceSystem, nil
+	}
 	verb := attrs.GetVerb()
 	switch attrs.GetSubresource() {
 	case "":

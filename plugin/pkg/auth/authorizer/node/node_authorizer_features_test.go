@@ -31,23 +31,26 @@ import (
 
 func TestNodeAuthorizerFeatures(t *testing.T) {
 	node := &user.DefaultInfo{Name: "system:node:node0", Groups: []string{"system:nodes"}}
-	attrs := func(verb, subresource string) authorizer.AttributesRecord {
-		return authorizer.AttributesRecord{User: node, ResourceRequest: true, Verb: verb, APIGroup: "features.k8s.io", Resource: "features", Subresource: subresource, Namespace: "kube-system", Name: "balloonpod"}
-	}
 	tests := []struct {
-		verb, subresource string
-		want              authorizer.Decision
+		verb, subresource, namespace string
+		want                         authorizer.Decision
 	}{
-		{"get", "", authorizer.DecisionAllow},
-		{"list", "", authorizer.DecisionAllow},
-		{"watch", "", authorizer.DecisionAllow},
-		{"update", "uses", authorizer.DecisionAllow},
-		{"patch", "uses", authorizer.DecisionAllow},
-		{"create", "", authorizer.DecisionNoOpinion},
-		{"update", "", authorizer.DecisionNoOpinion},
-		{"delete", "", authorizer.DecisionNoOpinion},
-		{"update", "status", authorizer.DecisionNoOpinion},
-		{"patch", "status", authorizer.DecisionNoOpinion},
+		{"get", "", "kube-system", authorizer.DecisionAllow},
+		{"list", "", "kube-system", authorizer.DecisionAllow},
+		{"watch", "", "kube-system", authorizer.DecisionAllow},
+		{"update", "uses", "kube-system", authorizer.DecisionAllow},
+		{"patch", "uses", "kube-system", authorizer.DecisionAllow},
+		{"create", "", "kube-system", authorizer.DecisionNoOpinion},
+		{"update", "", "kube-system", authorizer.DecisionNoOpinion},
+		{"delete", "", "kube-system", authorizer.DecisionNoOpinion},
+		{"update", "status", "kube-system", authorizer.DecisionNoOpinion},
+		{"patch", "status", "kube-system", authorizer.DecisionNoOpinion},
+		// Kubelets report only Kubernetes' own features, in kube-system.
+		{"get", "", "example", authorizer.DecisionNoOpinion},
+		{"update", "uses", "example", authorizer.DecisionNoOpinion},
+		{"patch", "uses", "example", authorizer.DecisionNoOpinion},
+		{"list", "", "", authorizer.DecisionNoOpinion},
+		{"watch", "", "", authorizer.DecisionNoOpinion},
 	}
 	for _, enabled := range []bool{true, false} {
 		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.FeatureLifecycle, enabled)
@@ -57,9 +60,10 @@ func TestNodeAuthorizerFeatures(t *testing.T) {
 			if !enabled {
 				want = authorizer.DecisionNoOpinion
 			}
-			decision, reason, err := authz.Authorize(context.Background(), attrs(tc.verb, tc.subresource))
+			attrs := authorizer.AttributesRecord{User: node, ResourceRequest: true, Verb: tc.verb, APIGroup: "features.k8s.io", Resource: "features", Subresource: tc.subresource, Namespace: tc.namespace, Name: "balloonpod"}
+			decision, reason, err := authz.Authorize(context.Background(), attrs)
 			if err != nil || decision != want {
-				t.Errorf("FeatureLifecycle=%t %s features/%s: got %v (%q, %v), want %v", enabled, tc.verb, tc.subresource, decision, reason, err, want)
+				t.Errorf("FeatureLifecycle=%t %s features/%s in %q: got %v (%q, %v), want %v", enabled, tc.verb, tc.subresource, tc.namespace, decision, reason, err, want)
 			}
 		}
 	}
