@@ -83,7 +83,8 @@ func ValidateFeatureUsesUpdate(f, old *featuresapi.Feature) field.ErrorList {
 // validateUsesUpdate validates uses, letting entries stored before a rule keep
 // what they had (ratcheting): entries without versions, written before uses
 // carried them, which may only lose instances (an instance that moves itself
-// to an entry with versions), and instances named in two entries.
+// to an entry with versions), entries without instances, which may only stay
+// as they are or go, and instances named in two entries.
 func validateUsesUpdate(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
 	allErrs := validateUses(uses, fldPath)
 	allErrs = slices.DeleteFunc(allErrs, func(err *field.Error) bool {
@@ -91,6 +92,10 @@ func validateUsesUpdate(uses, old []featuresapi.FeatureUse, fldPath *field.Path)
 			return false
 		}
 		for i, use := range uses {
+			if err.Field == fldPath.Index(i).Child("instances").String() &&
+				slices.ContainsFunc(old, func(o featuresapi.FeatureUse) bool { return featuresapi.SameUse(o, use) && len(o.Instances) == 0 }) {
+				return true
+			}
 			if (err.Field == fldPath.Index(i).Child("binaryVersion").String() || err.Field == fldPath.Index(i).Child("emulationVersion").String()) &&
 				slices.ContainsFunc(old, func(o featuresapi.FeatureUse) bool {
 					return featuresapi.SameUse(o, use) && !slices.ContainsFunc(use.Instances, func(instance string) bool { return !slices.Contains(o.Instances, instance) })
@@ -256,6 +261,11 @@ func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.Erro
 		seen.Insert(k)
 
 		instancesPath := usePath.Child("instances")
+		if len(use.Instances) == 0 {
+			// An entry nobody names would keep an old value in use for ever:
+			// the last instance that leaves an entry removes it.
+			allErrs = append(allErrs, field.Required(instancesPath, "at least one instance that reported this value"))
+		}
 		if len(use.Instances) > featuresapi.MaxFeatureUseInstances {
 			allErrs = append(allErrs, field.TooMany(instancesPath, len(use.Instances), featuresapi.MaxFeatureUseInstances))
 		}

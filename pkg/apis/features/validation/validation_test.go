@@ -17,6 +17,7 @@ limitations under the License.
 package validation
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,14 +203,42 @@ func TestValidateUsesWithoutVersionsRatchet(t *testing.T) {
 	if errs := ValidateFeatureUsesUpdate(gained, old); !strings.Contains(errs.ToAggregate().Error(), "status.uses[3].binaryVersion: Required value") {
 		t.Errorf("an entry without versions that gains an instance must fail, got %v", errs)
 	}
+	old.Status.Uses[3].Instances = append(old.Status.Uses[3].Instances, "cp-2")
 	lost := old.DeepCopy()
-	lost.Status.Uses[3].Instances = nil
+	lost.Status.Uses[3].Instances = lost.Status.Uses[3].Instances[1:]
 	if errs := ValidateFeatureUsesUpdate(lost, old); len(errs) != 0 {
-		t.Errorf("an entry without versions that loses its instance must pass, got %v", errs)
+		t.Errorf("an entry without versions that loses an instance must pass, got %v", errs)
 	}
 	removed := old.DeepCopy()
 	removed.Status.Uses = removed.Status.Uses[:3]
 	if errs := ValidateFeatureUsesUpdate(removed, old); len(errs) != 0 {
 		t.Errorf("removing an entry without versions must pass, got %v", errs)
+	}
+}
+
+// An entry that names nobody would keep an old value in use for ever: no
+// write may leave one, but one stored before the rule may stay as it is
+// (ratcheting) or go.
+func TestValidateUsesNameAnInstance(t *testing.T) {
+	f := validFeature()
+	f.Status.Uses[1].Instances = nil
+	if errs := ValidateFeature(f); !strings.Contains(errs.ToAggregate().Error(), "status.uses[1].instances: Required value") {
+		t.Errorf("a new entry without instances must fail, got %v", errs)
+	}
+	old := validFeature()
+	old.ResourceVersion = "1"
+	emptied := old.DeepCopy()
+	emptied.Status.Uses[1].Instances = nil
+	if errs := ValidateFeatureUsesUpdate(emptied, old); !strings.Contains(errs.ToAggregate().Error(), "status.uses[1].instances: Required value") {
+		t.Errorf("an entry left without instances must fail, got %v", errs)
+	}
+	old.Status.Uses[1].Instances = nil
+	if errs := ValidateFeatureUsesUpdate(old.DeepCopy(), old); len(errs) != 0 {
+		t.Errorf("an unchanged stored entry without instances must pass, got %v", errs)
+	}
+	removed := old.DeepCopy()
+	removed.Status.Uses = slices.Delete(removed.Status.Uses, 1, 2)
+	if errs := ValidateFeatureUsesUpdate(removed, old); len(errs) != 0 {
+		t.Errorf("removing a stored entry without instances must pass, got %v", errs)
 	}
 }

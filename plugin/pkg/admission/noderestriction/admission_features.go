@@ -32,9 +32,12 @@ const kubeletComponent = "kubelet"
 
 // admitFeatureUses lets a node report what its kubelet found: it may add its
 // own name to the kubelet entry of a value and versions, or add that entry
-// naming only itself, renew an entry that names it, remove its name from
-// another kubelet entry (and that entry, if it named only the node), and
-// change nothing else.
+// naming exactly itself, renew an entry that names it, remove its name from
+// another kubelet entry (and that entry, if it named only the node), remove
+// a kubelet entry that names nobody, and change nothing else. It ends up
+// named in at most one kubelet entry, and leaves no entry without instances:
+// an entry nobody names would hold a transition (it is an old value still
+// in use) and would be the node's to keep alive.
 func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error {
 	if a.GetSubresource() != "uses" {
 		return admission.NewForbidden(a, fmt.Errorf("nodes may only update the uses subresource of features"))
@@ -77,21 +80,34 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 			if len(own) > 0 {
 				return fmt.Errorf("node %q may only report its own use: the new kubelet use of value %t names %v", nodeName, use.Value, own)
 			}
+			if len(use.Instances) == 0 {
+				return fmt.Errorf("node %q may only add a kubelet use that names it: the new kubelet use of value %t names no instance", nodeName, use.Value)
+			}
 			continue
 		}
 		old := remaining[i]
 		if !slices.Equal(own, without(old.Instances, nodeName)) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
 			return fmt.Errorf("node %q may only add itself to the kubelet use of value %t, not change the other instances or the report time", nodeName, use.Value)
 		}
+		if len(use.Instances) == 0 && len(old.Instances) > 0 {
+			return fmt.Errorf("node %q may not leave the kubelet use of value %t without instances: remove the entry that named only it", nodeName, use.Value)
+		}
 		if !old.LastReportTime.Equal(&use.LastReportTime) && !slices.Contains(use.Instances, nodeName) {
 			return fmt.Errorf("node %q may only renew a kubelet use that names it, not the one of value %t", nodeName, use.Value)
 		}
 		remaining = slices.Delete(remaining, i, i+1)
 	}
+	if named, before := kubeletUsesNaming(newUses, nodeName), kubeletUsesNaming(oldUses, nodeName); named > 1 && named > before {
+		return fmt.Errorf("node %q may be named in one kubelet use only: its kubelet reports one value at one version", nodeName)
+	}
 	// A node whose value or version changed moves itself: the kubelet entry
-	// that named only it may go when the node is named in another one now.
+	// that named only it may go when the node is named in another one now. A
+	// kubelet entry that names nobody may go too.
 	remaining = slices.DeleteFunc(remaining, func(old featuresapi.FeatureUse) bool {
-		return old.Component == kubeletComponent && slices.Equal(old.Instances, []string{nodeName}) &&
+		if old.Component != kubeletComponent {
+			return false
+		}
+		return len(old.Instances) == 0 || slices.Equal(old.Instances, []string{nodeName}) &&
 			slices.ContainsFunc(newUses, func(use featuresapi.FeatureUse) bool {
 				return use.Component == kubeletComponent && !featuresapi.SameUse(use, old) && slices.Contains(use.Instances, nodeName)
 			})
@@ -100,6 +116,17 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		return fmt.Errorf("node %q may not remove uses: %s=%t is missing", nodeName, remaining[0].Component, remaining[0].Value)
 	}
 	return nil
+}
+
+// kubeletUsesNaming is the number of kubelet uses that name nodeName.
+func kubeletUsesNaming(uses []featuresapi.FeatureUse, nodeName string) int {
+	n := 0
+	for _, use := range uses {
+		if use.Component == kubeletComponent && slices.Contains(use.Instances, nodeName) {
+			n++
+		}
+	}
+	return n
 }
 
 // without returns the instances other than nodeName.

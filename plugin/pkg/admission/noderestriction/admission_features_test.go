@@ -79,6 +79,14 @@ func TestAdmitFeatureUses(t *testing.T) {
 		{name: "its own entry removed without moving", node: "node-1", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "another node's entry removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "itself twice", node: "mynode", uses: addInstance("node-1", "mynode", "mynode"), wantErr: "named more than once"},
+		// An entry nobody names would hold a transition for ever (issue 34).
+		{name: "a new value naming no instance", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}), wantErr: "names no instance"},
+		{name: "its own entry left without instances", node: "node-1", uses: addInstance(), wantErr: "may not leave the kubelet use of value true without instances"},
+		{name: "itself in a second entry", node: "node-1", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.36", FirstReportTime: reported}), wantErr: "may be named in one kubelet use only"},
+		{name: "itself in two new entries", node: "mynode", uses: withUses(
+			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
+			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: reported},
+		), wantErr: "may be named in one kubelet use only"},
 		{name: "status subresource", node: "mynode", subresource: "status", uses: withUses(), wantErr: "nodes may only update the uses subresource of features"},
 		{name: "create", node: "mynode", operation: admission.Create, uses: withUses(), wantErr: "unexpected operation CREATE"},
 	}
@@ -108,5 +116,28 @@ func TestAdmitFeatureUses(t *testing.T) {
 				t.Errorf("want an error containing %q, got %v", tc.wantErr, err)
 			}
 		})
+	}
+}
+
+// A kubelet entry that names nobody, stored before NodeRestriction refused
+// them, neither blocks a node's report nor needs it: the node may keep it as
+// it is or remove it.
+func TestAdmitFeatureUsesAroundAnEntryNamingNobody(t *testing.T) {
+	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	empty := featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}
+	own := featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}
+	for name, uses := range map[string][]featuresapi.FeatureUse{
+		"kept":    {empty, own},
+		"removed": {own},
+	} {
+		old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "balloonpod", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: []featuresapi.FeatureUse{empty}}}
+		updated := old.DeepCopy()
+		updated.Status.Uses = uses
+		node := &user.DefaultInfo{Name: "system:node:mynode", Groups: []string{"system:nodes"}}
+		attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
+			featureResource.WithVersion("v1alpha1"), "uses", admission.Update, &metav1.UpdateOptions{}, false, node)
+		if err := NewPlugin(nodeidentifier.NewDefaultNodeIdentifier()).Admit(context.TODO(), attrs, nil); err != nil {
+			t.Errorf("the entry naming nobody %s: want the update admitted, got %v", name, err)
+		}
 	}
 }
