@@ -28,13 +28,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 )
 
 // TestNodeReportsOnlyItsOwnUses runs the node authorizer and the
 // NodeRestriction admission plugin: a kubelet may add itself to the uses of a
-// Feature and nothing else.
+// Feature in kube-system and nothing else.
 func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 	ctx := context.Background()
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
@@ -59,23 +60,32 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 		config.BearerToken = token
 		return clientset.NewForConfigOrDie(config)
 	}
-	admin := client("admin-token").FeaturesV1alpha1().Features(thirdPartyNamespace)
-	node1 := client("node1-token").FeaturesV1alpha1().Features(thirdPartyNamespace)
+	admin := client("admin-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	node1 := client("node1-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
 
+	// kube-apiserver's server flow announces the Feature; the test creates it
+	// too, in case it is first.
 	if _, err := admin.Create(ctx, &featuresv1alpha1.Feature{
 		ObjectMeta: metav1.ObjectMeta{Name: "balloonpod"},
 		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: "BalloonPod"},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-
-	f, err := node1.Get(ctx, "balloonpod", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("a node must read features: %v", err)
+	// The server flow writes the Feature too: each write starts from the
+	// object as it is now, and is tried again after a conflict.
+	updateUses := func(mutate func(*featuresv1alpha1.Feature)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			f, err := node1.Get(ctx, "balloonpod", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			mutate(f)
+			_, err = node1.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{})
+			return err
+		})
 	}
-	own := f.DeepCopy()
-	own.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: metav1.Now()}}
-	if f, err = node1.UpdateUses(ctx, own.Name, own, metav1.UpdateOptions{}); err != nil {
+	own := featuresv1alpha1.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: metav1.Now()}
+	if err := updateUses(func(f *featuresv1alpha1.Feature) { f.Status.Uses = append(f.Status.Uses, own) }); err != nil {
 		t.Fatalf("a node must report its own use: %v", err)
 	}
 
@@ -87,17 +97,35 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kube-scheduler", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36"})
 		},
 		"removing a use": func(f *featuresv1alpha1.Feature) { f.Status.Uses = nil },
+		// An entry naming nobody counts as a use of its value and would hold a
+		// transition for as long as the node re-adds it.
+		"a use naming nobody": func(f *featuresv1alpha1.Feature) {
+			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36"})
+		},
+		"its own use left naming nobody": func(f *featuresv1alpha1.Feature) {
+			for i := range f.Status.Uses {
+				if f.Status.Uses[i].Component == "kubelet" {
+					f.Status.Uses[i].Instances = nil
+				}
+			}
+		},
+		"a second use of its own": func(f *featuresv1alpha1.Feature) {
+			f.Status.Uses = append(f.Status.Uses, featuresv1alpha1.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node1"}, BinaryVersion: "1.37", EmulationVersion: "1.37"})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			forged := f.DeepCopy()
-			mutate(forged)
-			_, err := node1.UpdateUses(ctx, forged.Name, forged, metav1.UpdateOptions{})
+			err := updateUses(mutate)
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `node "node1"`) {
 				t.Errorf("want Forbidden naming the node, got %v", err)
 			}
 		})
 	}
 
+	f, err := node1.Get(ctx, "balloonpod", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("a node must read the Features in kube-system: %v", err)
+	}
+	elsewhere := client("node1-token").FeaturesV1alpha1().Features(thirdPartyNamespace)
 	for name, call := range map[string]func() error{
 		"status": func() error { _, err := node1.UpdateStatus(ctx, f, metav1.UpdateOptions{}); return err },
 		"create": func() error {
@@ -105,6 +133,16 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 			return err
 		},
 		"delete": func() error { return node1.Delete(ctx, "balloonpod", metav1.DeleteOptions{}) },
+		// Kubelets report only Kubernetes' own features, in kube-system.
+		"list in another namespace": func() error { _, err := elsewhere.List(ctx, metav1.ListOptions{}); return err },
+		"uses in another namespace": func() error {
+			_, err := elsewhere.UpdateUses(ctx, "balloonpod", &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "balloonpod"}}, metav1.UpdateOptions{})
+			return err
+		},
+		"list in every namespace": func() error {
+			_, err := client("node1-token").FeaturesV1alpha1().Features(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := call(); !apierrors.IsForbidden(err) {
@@ -117,7 +155,13 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Status.Uses) != 1 || got.Status.Uses[0].Component != "kubelet" || strings.Join(got.Status.Uses[0].Instances, ",") != "node1" {
-		t.Errorf("uses after the refused writes: %+v", got.Status.Uses)
+	var kubelet []featuresv1alpha1.FeatureUse
+	for _, use := range got.Status.Uses {
+		if use.Component == "kubelet" {
+			kubelet = append(kubelet, use)
+		}
+	}
+	if len(kubelet) != 1 || strings.Join(kubelet[0].Instances, ",") != "node1" || !kubelet[0].Value {
+		t.Errorf("kubelet uses after the refused writes: %+v", kubelet)
 	}
 }
