@@ -163,4 +163,15 @@ func TestVPANameLabelValue(t *testing.T) {
 	if v1 == v2 || v1 != vpa_alpha.VPANameLabelValue(long1) {
 		t.Errorf("label values %q and %q of two long names with the same beginning: want different and stable values", v1, v2)
 	}
+	// The value begins the slices' names (generateName): a long name cut
+	// just after a dot still gives valid names.
+	for _, name := range []string{strings.Repeat("a", 51) + "." + strings.Repeat("b", 20), strings.Repeat("a", 30) + "." + strings.Repeat("b", 20) + ".c" + strings.Repeat("d", 20)} {
+		v := vpa_alpha.VPANameLabelValue(name)
+		if msgs := validation.IsValidLabelValue(v); len(msgs) != 0 {
+			t.Errorf("label value %q of %q: %v", v, name, msgs)
+		}
+		if msgs := validation.IsDNS1123Subdomain(v + "-" + "x7k2q"); len(msgs) != 0 {
+			t.Errorf("slice name from label value %q of %q: %v", v, name, msgs)
+		}
+	}
 }

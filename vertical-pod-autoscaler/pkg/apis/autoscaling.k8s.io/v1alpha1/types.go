@@ -19,6 +19,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,14 +58,17 @@ const (
 // VPANameLabelValue returns the value of VPANameLabel for the slices of the
 // VerticalPodAutoscaler of the given name. An object name may have 253
 // characters, a label value only 63: a longer name is cut to its first 52
-// characters, followed by a dash and the first 10 hex digits of the name's
-// SHA-256, so that two long names with the same beginning get different values.
+// characters, without the dots it ends with, followed by a dash and the first
+// 10 hex digits of the name's SHA-256, so that two long names with the same
+// beginning get different values. The value is also the slices' generateName
+// before its last dash, so a dot before that dash would make every slice name
+// invalid.
 func VPANameLabelValue(vpaName string) string {
 	if len(validation.IsValidLabelValue(vpaName)) == 0 {
 		return vpaName
 	}
 	sum := sha256.Sum256([]byte(vpaName))
-	return vpaName[:min(len(vpaName), validation.LabelValueMaxLength-11)] + "-" + hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(vpaName[:min(len(vpaName), validation.LabelValueMaxLength-11)], ".") + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
 // +genclient
