@@ -57,9 +57,10 @@ echo "{\"Replace\":{$overlay${fuzz:+,$fuzz}}}" >"$tmp/overlay.json"
 # gate cannot be on at 1.34), found by what they call or the flag they pass; the
 # image manager test that asserts two concurrent runtime pulls of one image, where
 # with the pull gate the second pod waits for the first
-# (docs/kubelet-image-pull-gate.md); the bootstrap policy test that compares the
-# roles of the default gates with its golden file (the gates-on roles have their own
-# golden file, checked by TestBootstrapClusterRolesWithFeatureGatesEnabled); and the
+# (docs/kubelet-image-pull-gate.md); the bootstrap policy tests that compare the
+# namespaced roles and bindings of the default gates with their golden files
+# (FeatureLifecycle adds a Role and its binding in kube-system, which
+# TestFeatureUsesReporterRoles checks with the gate on and off); and the
 # kubelet's defaulting test, whose expectations are the defaults with every gate at
 # its default: with KubeletImagePullGate on, abandonedImagePullPolicy defaults to
 # Detach (TestAbandonedImagePullPolicyDefault checks the default with the gate on).
@@ -67,6 +68,6 @@ skip=$(printf '%s\n' "${dirs[@]}" | while read -r dir; do
   awk '/^func Test/ { match($0, /Test[A-Za-z0-9_]*/); f = substr($0, RSTART, RLENGTH) }
        /EmulationVersionDuringTest|VersionsDuringTest|--emulated-version|NewEffectiveVersionFromString/ { print f }' "$dir"/*_test.go 2>/dev/null
 done | sort -u | paste -sd'|' -)
-skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapClusterRoles|TestSetDefaultsKubeletConfiguration)\$"
+skip="^(${skip:+$skip|}TestParallelPodPullingTimeRecorderWithErr|TestBootstrapNamespaceRoles|TestBootstrapNamespaceRoleBindings|TestSetDefaultsKubeletConfiguration)\$"
 echo "left out: $skip"
 gotest "$tree" "$json" -skip "$skip" -overlay "$tmp/overlay.json" -- "$@"
