@@ -185,7 +185,13 @@ check() {
   local name=$1; shift
   local log status=pass start=$SECONDS
   log=$(mktemp)
-  "$@" >"$log" 2>&1 || status=fail
+  # A failure says its exit status and the free space, which a check that
+  # failed without output (killed, or a full disk) otherwise leaves unsaid.
+  "$@" >"$log" 2>&1 || {
+    local code=$?
+    status=fail
+    echo "(exit status $code; free: $(df -Ph "$ROOT" "${TMPDIR:-/tmp}" | awk 'NR > 1 { printf "%s on %s  ", $4, $6 }'))" >>"$log"
+  }
   printf '[%s] %s (%ds)\n' "$status" "$name" $((SECONDS - start))
   if [ "$status" = fail ]; then
     FAILED_CHECKS=$((FAILED_CHECKS + 1))

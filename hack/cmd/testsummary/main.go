@@ -243,9 +243,17 @@ func (c *counts) add(events []event) {
 	// Output collected per package and test, to show with a failure.
 	output := map[string]*strings.Builder{}
 	testFailedIn := map[string]bool{}
+	// The tests of each package that started and have not ended, and the
+	// panic each printed: a test binary that times out or crashes ends the
+	// package with the running tests' output (the panic and which tests ran)
+	// attributed to them and no event that ends them.
+	running := map[string][]string{}
+	panics := map[string]*panicText{}
 	for _, e := range events {
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "run":
+			running[e.Package] = append(running[e.Package], e.Test)
 		case "output":
 			b := output[key]
 			if b == nil {
@@ -255,15 +263,22 @@ func (c *counts) add(events []event) {
 			if b.Len() < 8192 {
 				b.WriteString(e.Output)
 			}
+			if panics[key] == nil {
+				panics[key] = &panicText{}
+			}
+			panics[key].add(e.Output)
 		case "pass":
+			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.passed++
 			}
 		case "skip":
+			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.skipped++
 			}
 		case "fail":
+			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.failed++
 				testFailedIn[e.Package] = true
@@ -271,9 +286,37 @@ func (c *counts) add(events []event) {
 			} else if !testFailedIn[e.Package] {
 				// A package that fails without a failing test did not build or crashed.
 				c.failed++
-				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s (package)\n%s", e.Package, text(output[key])))
+				var unended strings.Builder
+				for _, t := range running[e.Package] {
+					fmt.Fprintf(&unended, "--- %s did not end; its output:\n%s", t, text(output[e.Package+" "+t]))
+					if p := panics[e.Package+" "+t]; p != nil && p.text.Len() > 0 && !strings.Contains(text(output[e.Package+" "+t]), p.text.String()) {
+						fmt.Fprintf(&unended, "...\n%s", p.text.String())
+					}
+				}
+				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s (package)\n%s%s", e.Package, text(output[key]), unended.String()))
 			}
 		}
+	}
+}
+
+// panicText keeps the first panic of a test's output up to the first empty line:
+// its message and, for a timeout, the tests that were running.
+type panicText struct {
+	text    strings.Builder
+	started bool
+	done    bool
+}
+
+func (p *panicText) add(line string) {
+	switch {
+	case p.done:
+	case !p.started && strings.HasPrefix(line, "panic: "):
+		p.started = true
+		p.text.WriteString(line)
+	case p.started && strings.TrimSpace(line) == "":
+		p.done = true
+	case p.started && p.text.Len() < 4096:
+		p.text.WriteString(line)
 	}
 }
 

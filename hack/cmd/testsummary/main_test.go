@@ -230,3 +230,48 @@ func TestCrashedPackagesAreNotRerun(t *testing.T) {
 		t.Errorf("got %v, want only example.io/a TestA", got)
 	}
 }
+
+// A test binary that times out ends its package with the running test's output
+// (its logs, the panic and which tests ran) and no event ending that test: the
+// failure names the test and shows the panic, so that a run on CI can be read.
+func TestATimedOutPackageNamesTheTestThatDidNotEnd(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.io/hang\n\ngo 1.26\n")
+	writeFile(t, filepath.Join(dir, "a_test.go"), `package hang
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFast(t *testing.T) {}
+
+func TestHang(t *testing.T) {
+	t.Log("waiting for the server")
+	for range 300 {
+		t.Log(strings.Repeat("a log line that fills the kept output ", 2))
+	}
+	time.Sleep(time.Hour)
+}
+`)
+	cmd := exec.Command("go", "test", "-json", "-timeout", "2s", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err == nil {
+		t.Fatalf("the hanging test passed:\n%s", out)
+	}
+	var c counts
+	if err := c.read(strings.NewReader(string(out))); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(c.failures, "")
+	for _, want := range []string{"--- FAIL: example.io/hang (package)", "--- TestHang did not end", "waiting for the server", "panic: test timed out after 2s", "running tests:"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("failures lack %q:\n%s", want, all)
+		}
+	}
+	if c.passed != 1 || c.failed != 1 {
+		t.Errorf("got %d passed, %d failed; want 1 and 1 (the package)", c.passed, c.failed)
+	}
+}
