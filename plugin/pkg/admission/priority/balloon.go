@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/kubernetes/pkg/features"
 )
@@ -37,20 +38,34 @@ func admitBalloonNamespace(a admission.Attributes, priorityClassName string) err
 	return admission.NewForbidden(a, fmt.Errorf("the %s PriorityClass may only be used in the %s namespace", scheduling.SystemNodeBalloon, metav1.NamespaceSystem))
 }
 
-// admitBalloonLabel keeps the balloon label and the balloon priority class
-// together, on create and on every update: a pod carries the label, with the value
-// "true", exactly when it runs at the system-node-balloon class. The kubelet tells
-// a balloon by its class and namespace, which cannot change; the label, which
-// tools select balloons by, can, so admission keeps it in step.
-func admitBalloonLabel(a admission.Attributes, priorityClassName string, labels map[string]string) error {
+// validateBalloonLabel keeps the balloon label and the balloon priority class
+// together: a pod carries the label, with the value "true", exactly when it
+// runs at the system-node-balloon class. The kubelet tells a balloon by its
+// class and namespace, which cannot change; the label, which tools select
+// balloons by, can, through an update of the pod or of its status, so admission
+// checks every write that sets or changes it, in the validating phase, where no
+// later mutation can undo it. A write that leaves the label as it was passes
+// (ratcheting): a pod labelled before the gate was on keeps working.
+func validateBalloonLabel(a admission.Attributes) error {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) {
 		return nil
 	}
-	value, labelled := labels[apiv1.LabelBalloonPod]
+	pod, ok := a.GetObject().(*core.Pod)
+	if !ok {
+		// The pods/binding and pods/eviction subresources write other kinds.
+		return nil
+	}
+	value, labelled := pod.Labels[apiv1.LabelBalloonPod]
+	if oldPod, ok := a.GetOldObject().(*core.Pod); ok {
+		oldValue, wasLabelled := oldPod.Labels[apiv1.LabelBalloonPod]
+		if labelled == wasLabelled && value == oldValue {
+			return nil
+		}
+	}
 	switch {
-	case priorityClassName == scheduling.SystemNodeBalloon && value != "true":
+	case pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon && value != "true":
 		return admission.NewForbidden(a, fmt.Errorf("pods of the %s PriorityClass must carry the label %s=true", scheduling.SystemNodeBalloon, apiv1.LabelBalloonPod))
-	case priorityClassName != scheduling.SystemNodeBalloon && labelled:
+	case pod.Spec.PriorityClassName != scheduling.SystemNodeBalloon && labelled:
 		return admission.NewForbidden(a, fmt.Errorf("the label %s is reserved for pods of the %s PriorityClass", apiv1.LabelBalloonPod, scheduling.SystemNodeBalloon))
 	}
 	return nil

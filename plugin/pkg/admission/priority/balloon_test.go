@@ -244,7 +244,7 @@ func TestPodAdmissionBalloon(t *testing.T) {
 				false,
 				nil,
 			)
-			err := admissiontesting.WithReinvocationTesting(t, ctrl).Admit(context.TODO(), attrs, nil)
+			err := admitAndValidate(t, ctrl, attrs)
 
 			if test.expectedErr != "" {
 				if err == nil {
@@ -316,8 +316,18 @@ func TestPodUpdateAdmissionBalloon(t *testing.T) {
 	}
 }
 
-// TestPodUpdateAdmissionBalloonLabel: labels can change, so every update keeps the
-// balloon label exactly on the pods of the balloon class.
+// admitAndValidate runs the plugin's admission phases in the order
+// kube-apiserver does: mutating (with reinvocation), then validating.
+func admitAndValidate(t *testing.T, ctrl *Plugin, attrs admission.Attributes) error {
+	if err := admissiontesting.WithReinvocationTesting(t, ctrl).Admit(context.TODO(), attrs, nil); err != nil {
+		return err
+	}
+	return ctrl.Validate(context.TODO(), attrs, nil)
+}
+
+// TestPodUpdateAdmissionBalloonLabel: labels can change, through the pod and
+// its status, so every update that changes the label keeps it exactly on the
+// pods of the balloon class; one that leaves it as it was passes.
 func TestPodUpdateAdmissionBalloonLabel(t *testing.T) {
 	withLabels := func(pod *api.Pod, labels map[string]string) *api.Pod {
 		pod.Labels = labels
@@ -326,9 +336,39 @@ func TestPodUpdateAdmissionBalloonLabel(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		disabled    bool
+		subresource string
 		old, pod    *api.Pod
 		expectedErr string
 	}{{
+		// The label left a balloon through pods/status, which the mutating
+		// phase never looked at (issue 36).
+		name:        "the label removed from a balloon through its status",
+		subresource: "status",
+		old:         balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
+		pod:         balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeBalloon),
+		expectedErr: "pods of the system-node-balloon PriorityClass must carry the label node.kubernetes.io/balloon=true",
+	}, {
+		name:        "the label added to another pod through its status",
+		subresource: "status",
+		old:         balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeCritical),
+		pod:         balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical),
+		expectedErr: "is reserved for pods of the system-node-balloon PriorityClass",
+	}, {
+		// A pod that carried the label before the gate was on: writes that
+		// leave the label alone, its finalizer's removal among them, pass.
+		name: "a pod labelled before the gate, another label changed",
+		old:  balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical),
+		pod:  withLabels(balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical), map[string]string{corev1.LabelBalloonPod: "true", "team": "infra"}),
+	}, {
+		name:        "a pod labelled before the gate, the label changed",
+		old:         balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical),
+		pod:         withLabels(balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical), map[string]string{corev1.LabelBalloonPod: "yes"}),
+		expectedErr: "is reserved for pods of the system-node-balloon PriorityClass",
+	}, {
+		name: "a pod labelled before the gate, the label removed",
+		old:  balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeCritical),
+		pod:  balloonTestPod(metav1.NamespaceSystem, false, scheduling.SystemNodeCritical),
+	}, {
 		name: "a balloon keeps its label",
 		old:  balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon),
 		pod:  withLabels(balloonTestPod(metav1.NamespaceSystem, true, scheduling.SystemNodeBalloon), map[string]string{corev1.LabelBalloonPod: "true", "team": "infra"}),
@@ -355,8 +395,8 @@ func TestPodUpdateAdmissionBalloonLabel(t *testing.T) {
 				t.Fatalf("unable to add object to informer: %v", err)
 			}
 			attrs := admission.NewAttributesRecord(tc.pod, tc.old, api.Kind("Pod").WithVersion("version"), tc.pod.Namespace, tc.pod.Name,
-				api.Resource("pods").WithVersion("version"), "", admission.Update, &metav1.UpdateOptions{}, false, nil)
-			err := admissiontesting.WithReinvocationTesting(t, ctrl).Admit(context.TODO(), attrs, nil)
+				api.Resource("pods").WithVersion("version"), tc.subresource, admission.Update, &metav1.UpdateOptions{}, false, nil)
+			err := admitAndValidate(t, ctrl, attrs)
 			switch {
 			case tc.expectedErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
