@@ -19,6 +19,7 @@ package allocation
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/kubernetes/pkg/features"
 	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
@@ -64,8 +66,11 @@ type balloonUsageAdmitHandler struct {
 //   - memory.available less the balloon's growth falls below the hard
 //     memory.available eviction threshold.
 //
-// Usage it cannot read defers the upsize too: a reclaim is retried, an eviction
-// is not undone.
+// Usage it cannot read defers the upsize too, as does usage older than
+// balloonUsageMaxAge and a workload pod whose usage the summary lacks: a reclaim
+// is retried, an eviction is not undone. The Deferred message names the cause,
+// not the numbers, so that a retry with other numbers writes no new status and
+// no new event; the numbers are logged.
 func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
 	pod := attrs.Pod
 	if attrs.Operation != lifecycle.ResizeOperation || !kubetypes.IsBalloonPod(pod) {
@@ -81,6 +86,10 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 	summary, err := h.memoryStats(ctx)
 	if err != nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
 		return deferBalloonUpsize("the node's memory usage is not known yet (%v)", err)
+	}
+	if age := time.Since(summary.Node.Memory.Time.Time); age > balloonUsageMaxAge {
+		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: the node's memory usage is old", "pod", klog.KObj(pod), "age", age)
+		return deferBalloonUpsize("the node's memory usage is older than %v", balloonUsageMaxAge)
 	}
 	node, err := h.getNode(ctx, true)
 	if err != nil {
@@ -100,14 +109,21 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 	for _, ps := range summary.Pods {
 		if workloads.Has(types.UID(ps.PodRef.UID)) && ps.Memory != nil && ps.Memory.WorkingSetBytes != nil {
 			inUse.Add(*resource.NewQuantity(int64(*ps.Memory.WorkingSetBytes), resource.BinarySI))
+			workloads.Delete(types.UID(ps.PodRef.UID))
 		}
+	}
+	if workloads.Len() > 0 {
+		// The summary may be partial (cadvisor has not seen a new pod yet):
+		// a pod it lacks would count as using nothing.
+		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: pods without memory usage in the summary", "pod", klog.KObj(pod), "pods", sets.List(workloads))
+		return deferBalloonUpsize("the memory usage of some of the node's pods is not known yet")
 	}
 	allocatable := node.Status.Allocatable.Memory()
 	needed := inUse.DeepCopy()
 	needed.Add(balloons)
 	if needed.Cmp(*allocatable) > 0 {
-		return deferBalloonUpsize("memory in use: pods use %s (working set) and balloons would hold %s, more than the node's allocatable memory %s",
-			inUse, &balloons, allocatable)
+		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: memory in use", "pod", klog.KObj(pod), "workingSet", inUse, "balloons", &balloons, "allocatable", allocatable)
+		return deferBalloonUpsize("memory in use: the working set of the node's pods and the memory its balloons would hold exceed the node's allocatable memory")
 	}
 
 	available := resource.NewQuantity(int64(*summary.Node.Memory.AvailableBytes), resource.BinarySI)
@@ -119,12 +135,16 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 		left := available.DeepCopy()
 		left.Sub(growth)
 		if threshold := evictionapi.GetThresholdQuantity(t.Value, capacity); left.Cmp(*threshold) < 0 {
-			return deferBalloonUpsize("memory in use: memory.available is %s, and growing the balloon by %s would leave %s, below the hard eviction threshold %s",
-				available, &growth, &left, threshold)
+			klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: memory.available", "pod", klog.KObj(pod), "available", available, "growth", &growth, "left", &left, "threshold", threshold)
+			return deferBalloonUpsize("memory in use: growing the balloon would take memory.available below the hard eviction threshold")
 		}
 	}
 	return lifecycle.PodAdmitResult{Admit: true}
 }
+
+// balloonUsageMaxAge is the oldest memory usage a balloon upsize is decided on:
+// the kubelet's summary is cadvisor's, refreshed every 10 to 15 seconds.
+const balloonUsageMaxAge = 30 * time.Second
 
 func deferBalloonUpsize(format string, args ...any) lifecycle.PodAdmitResult {
 	return lifecycle.PodAdmitResult{Admit: false, Reason: v1.PodReasonDeferred, Message: fmt.Sprintf(format, args...)}

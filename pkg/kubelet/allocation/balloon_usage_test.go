@@ -22,9 +22,11 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -39,6 +41,8 @@ type memoryUsage struct {
 	nodeAvailable, nodeWorkingSet string
 	pods                          map[*v1.Pod]string
 	err                           error
+	// age is how old the summary is.
+	age time.Duration
 }
 
 func (u *memoryUsage) summary(context.Context) (*statsapi.Summary, error) {
@@ -47,6 +51,7 @@ func (u *memoryUsage) summary(context.Context) (*statsapi.Summary, error) {
 	}
 	bytes := func(q string) *uint64 { v := resource.MustParse(q); return ptr.To(uint64(v.Value())) }
 	s := &statsapi.Summary{Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{
+		Time:            metav1.NewTime(time.Now().Add(-u.age)),
 		AvailableBytes:  bytes(u.nodeAvailable),
 		WorkingSetBytes: bytes(u.nodeWorkingSet),
 	}}}
@@ -101,7 +106,7 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "2500Mi"}},
 		to:         "2Gi",
 		wantMemory: "1Gi",
-		wantMsg:    "memory in use: pods use 2500Mi (working set) and balloons would hold 2Gi, more than the node's allocatable memory 4Gi",
+		wantMsg:    "memory in use: the working set of the node's pods and the memory its balloons would hold exceed the node's allocatable memory",
 	}, {
 		name:       "fits requests and usage",
 		gate:       true,
@@ -114,7 +119,7 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 		usage:      memoryUsage{nodeAvailable: "1Gi", nodeWorkingSet: "7Gi", pods: map[*v1.Pod]string{nil: "500Mi"}},
 		to:         "2Gi",
 		wantMemory: "1Gi",
-		wantMsg:    "memory in use: memory.available is 1Gi, and growing the balloon by 1Gi would leave 0, below the hard eviction threshold 500Mi",
+		wantMsg:    "memory in use: growing the balloon would take memory.available below the hard eviction threshold",
 	}, {
 		name:       "usage that cannot be read",
 		gate:       true,
@@ -122,6 +127,21 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 		to:         "2Gi",
 		wantMemory: "1Gi",
 		wantMsg:    "the node's memory usage is not known yet (cadvisor is not ready)",
+	}, {
+		// A summary without the pod's usage would count it as using nothing.
+		name:       "usage of the burstable pod missing from the summary",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{}},
+		to:         "2Gi",
+		wantMemory: "1Gi",
+		wantMsg:    "the memory usage of some of the node's pods is not known yet",
+	}, {
+		name:       "usage older than the bound",
+		gate:       true,
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "1500Mi"}, age: time.Minute},
+		to:         "2Gi",
+		wantMemory: "1Gi",
+		wantMsg:    "the node's memory usage is older than 30s",
 	}, {
 		name:       "a downsize is never held back by usage",
 		gate:       true,
@@ -171,6 +191,29 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 				t.Error("the deferred balloon upsize must stay pending for a retry")
 			}
 		})
+	}
+}
+
+// The Deferred message says why, not by how much: a retry whose numbers
+// changed writes the same condition, so no new status write and no new event.
+func TestBalloonUpsizeDeferredMessageIsStable(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
+	}
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	balloon, workload := newBalloon("100m", "1Gi"), newWorkload("besteffort", "0", "0")
+	workload.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	usage := &memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{workload: "3Gi", balloon: "1Gi"}}
+	n := newBalloonNode(t, balloon, workload).withUsageCheck(usage)
+
+	n.resize(balloon, "100m", "2Gi")
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
+	first := n.pendingCondition(balloon)
+	usage.pods[workload] = "3500Mi"
+	n.manager.RetryPendingResizes(n.ctx, triggerReasonPeriodic)
+	second := n.pendingCondition(balloon)
+	if first == nil || second == nil || first.Reason != v1.PodReasonDeferred || first.Message != second.Message {
+		t.Errorf("Deferred conditions %+v and %+v: want the same message after the usage changed", first, second)
 	}
 }
 
