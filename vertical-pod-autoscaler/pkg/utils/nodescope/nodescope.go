@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -45,8 +44,10 @@ import (
 	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
-// accessCheckTimeout bounds the check of the access to the slices at start.
-const accessCheckTimeout = 30 * time.Second
+// accessCheckTimeout bounds the check of the access to the slices at start,
+// and then the informer's first sync: a component that cannot read the slices
+// by then exits with the reason (a variable for tests).
+var accessCheckTimeout = 30 * time.Second
 
 // NodeIndex indexes slices by the UID of their owner VPA and the node name,
 // one key per node. A VPA created again with the same name has another UID:
@@ -188,22 +189,44 @@ const sliceResource = "verticalpodautoscalerslices.autoscaling.k8s.io"
 
 // checkSliceAccess lists and watches the slices once. Without their CRD or
 // the permission, an informer would retry forever and its cache never sync:
-// that is an error naming what is missing. Other errors are the informer's
-// to retry.
+// that is an error naming what is missing. Other errors (the API server not
+// reachable yet, a timeout) are retried until ctx is done, then returned.
 func checkSliceAccess(ctx context.Context, slices vpa_alpha_client.VerticalPodAutoscalerSliceInterface, namespace string) error {
-	list, err := slices.List(ctx, metav1.ListOptions{Limit: 1})
-	if err == nil {
-		var w watch.Interface
-		w, err = slices.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To[int64](1)})
+	var transient error
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		verb, err := listAndWatchOnce(ctx, slices)
 		if err == nil {
-			w.Stop()
-			return nil
+			return true, nil
 		}
-		return accessError("watch", namespace, err)
+		if missing := accessError(verb, namespace, err); missing != nil {
+			return false, missing
+		}
+		transient = fmt.Errorf("cannot %s %s: %w", verb, sliceResource, err)
+		klog.ErrorS(err, "Cannot check access to the slices, trying again", "resource", sliceResource, "verb", verb)
+		return false, nil
+	})
+	if err != nil && ctx.Err() != nil && transient != nil {
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the slices could not be read within %v: %w", accessCheckTimeout, transient)
 	}
-	return accessError("list", namespace, err)
+	return err
 }
 
+// listAndWatchOnce lists the slices and watches them for a moment, returning
+// the verb that failed.
+func listAndWatchOnce(ctx context.Context, slices vpa_alpha_client.VerticalPodAutoscalerSliceInterface) (string, error) {
+	list, err := slices.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return "list", err
+	}
+	w, err := slices.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To[int64](1)})
+	if err != nil {
+		return "watch", err
+	}
+	w.Stop()
+	return "", nil
+}
+
+// accessError is the error for a missing CRD or permission, nil for others.
 func accessError(verb, namespace string, err error) error {
 	where := "in all namespaces"
 	if namespace != "" {
@@ -215,14 +238,14 @@ func accessError(verb, namespace string, err error) error {
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but this component may not %s %s %s: grant it get, list and watch of them (deploy/vpa-rbac.yaml) or turn the gate off: %w", verb, sliceResource, where, err)
 	}
-	klog.ErrorS(err, "Cannot check access to the slices, the informer retries", "resource", sliceResource, "verb", verb)
 	return nil
 }
 
 // NewLookup checks that the slices (in namespace, or all when empty) can be
 // listed and watched, then starts an informer over them and waits for it to
-// sync. Without the slices' CRD or the permission it returns an error that
-// names what is missing.
+// sync, each within accessCheckTimeout. Without the slices' CRD or the
+// permission, or when the slices cannot be read in time, it returns an error
+// that names what is missing.
 func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) (*Lookup, error) {
 	ctx, cancel := context.WithTimeout(wait.ContextForChannel(stopCh), accessCheckTimeout)
 	defer cancel()
@@ -238,8 +261,10 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 		Transform:     client.StripManagedFields,
 	})
 	go controller.Run(stopCh)
-	if !cache.WaitForCacheSync(stopCh, controller.HasSynced) {
-		klog.ErrorS(nil, "Failed to sync the VerticalPodAutoscalerSlice cache")
+	syncCtx, cancelSync := context.WithTimeout(wait.ContextForChannel(stopCh), accessCheckTimeout)
+	defer cancelSync()
+	if !cache.WaitForCacheSync(syncCtx.Done(), controller.HasSynced) {
+		return nil, fmt.Errorf("the %s cache did not sync within %v", sliceResource, accessCheckTimeout)
 	}
 	return &Lookup{Indexer: store.(cache.Indexer)}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,54 @@ func TestNewLookupFailsWithoutSliceAccess(t *testing.T) {
 				if !strings.Contains(got.err.Error(), want) {
 					t.Errorf("error %q does not say %q", got.err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestNewLookupRetriesAnUnreachableAPIServer: an API server that answers with
+// errors that name nothing missing (here 503) is asked again until the check's
+// deadline; then NewLookup fails with the last error instead of waiting for a
+// cache sync without end.
+func TestNewLookupRetriesAnUnreachableAPIServer(t *testing.T) {
+	defer func(timeout time.Duration) { accessCheckTimeout = timeout }(accessCheckTimeout)
+	accessCheckTimeout = 3 * time.Second
+	for _, tc := range []struct {
+		name     string
+		failures int32 // answers of 503 before the server serves the slices
+		wantErr  string
+	}{
+		{name: "reachable after two tries", failures: 2},
+		{name: "never reachable", failures: 1 << 30, wantErr: "the slices could not be read within 3s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) <= tc.failures {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Query().Get("watch") != "true" {
+					_, _ = w.Write([]byte(`{"kind":"VerticalPodAutoscalerSliceList","apiVersion":"autoscaling.k8s.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`))
+				}
+			}))
+			t.Cleanup(srv.Close)
+			client, err := vpa_clientset.NewForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopCh := make(chan struct{})
+			defer close(stopCh)
+			lookup, err := NewLookup(client, "ns", stopCh)
+			if tc.wantErr == "" {
+				if err != nil || lookup == nil {
+					t.Errorf("NewLookup: %v, %v; want a Lookup", lookup, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("NewLookup: %v; want an error saying %q", err, tc.wantErr)
 			}
 		})
 	}
