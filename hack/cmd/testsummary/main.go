@@ -251,6 +251,9 @@ func (c *counts) add(events []event) {
 	panics := map[string]*panicText{}
 	for _, e := range events {
 		key := e.Package + " " + e.Test
+		if e.Action == "pass" || e.Action == "skip" || e.Action == "fail" {
+			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
+		}
 		switch e.Action {
 		case "run":
 			running[e.Package] = append(running[e.Package], e.Test)
@@ -263,22 +266,21 @@ func (c *counts) add(events []event) {
 			if b.Len() < 8192 {
 				b.WriteString(e.Output)
 			}
-			if panics[key] == nil {
+			if panics[key] == nil && strings.HasPrefix(e.Output, "panic: ") {
 				panics[key] = &panicText{}
 			}
-			panics[key].add(e.Output)
+			if p := panics[key]; p != nil {
+				p.add(e.Output)
+			}
 		case "pass":
-			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.passed++
 			}
 		case "skip":
-			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.skipped++
 			}
 		case "fail":
-			running[e.Package] = slices.DeleteFunc(running[e.Package], func(t string) bool { return t == e.Test })
 			if e.Test != "" {
 				c.failed++
 				testFailedIn[e.Package] = true
