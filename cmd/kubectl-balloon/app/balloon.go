@@ -35,8 +35,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	daemonutil "k8s.io/kubernetes/pkg/controller/daemon/util"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/utils/clock"
 )
 
@@ -60,8 +64,10 @@ var balloonResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
 // deps is what the commands take from the outside world, so tests can
 // replace the cluster and the clock.
 type deps struct {
-	streams      genericiooptions.IOStreams
-	newClient    func() (kubernetes.Interface, error)
+	streams   genericiooptions.IOStreams
+	newClient func() (kubernetes.Interface, error)
+	// newRecorder returns the recorder of the agent's events and what stops it.
+	newRecorder  func(kubernetes.Interface) (record.EventRecorder, func())
 	clock        clock.Clock
 	pollInterval time.Duration
 }
@@ -79,6 +85,11 @@ func Run(streams genericiooptions.IOStreams, args []string) int {
 				return nil, err
 			}
 			return kubernetes.NewForConfig(config)
+		},
+		newRecorder: func(client kubernetes.Interface) (record.EventRecorder, func()) {
+			broadcaster := record.NewBroadcaster()
+			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+			return broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubectl-balloon"}), broadcaster.Shutdown
 		},
 		clock:        clock.RealClock{},
 		pollInterval: defaultPollInterval,
@@ -133,19 +144,15 @@ type nodeBalloons struct {
 	bound []*v1.Pod
 	// unscheduled are the DaemonSet's balloons for the node, not bound yet.
 	unscheduled []*v1.Pod
-	// released are deleted balloons that the protection finalizer keeps until
-	// the resize agent lets them go (see reconcile).
-	released []*v1.Pod
+	// held are deleted balloons that the protection finalizer holds: the
+	// kubelet keeps them running until the resize agent lets them go (see
+	// reconcile).
+	held []*v1.Pod
 }
-
-// balloonProtectionFinalizer is added to every balloon when it is created
-// (cluster/addons/node-balloon/balloon-size-policy.yaml): a deleted balloon
-// keeps its capacity closed until reconcile has tainted its node.
-const balloonProtectionFinalizer = "kubernetes.io/balloon-protection"
 
 // listBalloons returns the balloons by node name: bound ones by their node,
 // unscheduled ones by the node the DaemonSet created them for. A balloon that
-// is being deleted is in neither list, but in released while the protection
+// is being deleted is in neither list, but in held while the protection
 // finalizer holds it.
 func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]*nodeBalloons, error) {
 	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBalloonPod + "=true"})
@@ -170,8 +177,8 @@ func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]
 			node, _ = daemonutil.GetTargetNodeName(pod)
 		}
 		if pod.DeletionTimestamp != nil {
-			if node != "" && slices.Contains(pod.Finalizers, balloonProtectionFinalizer) {
-				of(node).released = append(of(node).released, pod)
+			if node != "" && slices.Contains(pod.Finalizers, kubetypes.BalloonProtectionFinalizer) {
+				of(node).held = append(of(node).held, pod)
 			}
 			continue
 		}

@@ -18,6 +18,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -105,6 +107,8 @@ type testEnv struct {
 	kubelet func(pod *v1.Pod)
 	// resourceVersion numbers the pod writes; the fake tracker does not.
 	resourceVersion int
+	// events are the events the commands recorded.
+	events *record.FakeRecorder
 }
 
 // newTestEnv holds the objects, and the addon's empty ConfigMap of balloon
@@ -119,7 +123,7 @@ func newTestEnv(t *testing.T, objects ...runtime.Object) *testEnv {
 	if !hasSizes {
 		objects = append(objects, recordedSizesConfigMap(nil))
 	}
-	e := &testEnv{t: t, client: fake.NewClientset(objects...), clock: testingclock.NewFakeClock(time.Now())}
+	e := &testEnv{t: t, client: fake.NewClientset(objects...), clock: testingclock.NewFakeClock(time.Now()), events: record.NewFakeRecorder(100)}
 	e.client.PrependReactor("update", "pods", e.resize)
 	e.client.PrependReactor("get", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		if e.kubelet != nil {
@@ -176,9 +180,15 @@ func (e *testEnv) bumpResourceVersion(pod *v1.Pod) {
 }
 
 func (e *testEnv) run(args ...string) int {
+	return e.runWith(e.client, args...)
+}
+
+// runWith runs the command against client, which reaches e's cluster.
+func (e *testEnv) runWith(client kubernetes.Interface, args ...string) int {
 	cmd := newCmdBalloon(deps{
 		streams:      genericiooptions.IOStreams{Out: &e.out, ErrOut: &e.errOut},
-		newClient:    func() (kubernetes.Interface, error) { return e.client, nil },
+		newClient:    func() (kubernetes.Interface, error) { return client, nil },
+		newRecorder:  func(kubernetes.Interface) (record.EventRecorder, func()) { return e.events, func() {} },
 		clock:        e.clock,
 		pollInterval: time.Second,
 	})
@@ -241,4 +251,27 @@ func assertResources(t *testing.T, got, want v1.ResourceList) {
 // recordedSizesConfigMap is the ConfigMap of balloon sizes with data.
 func recordedSizesConfigMap(data map[string]string) *v1.ConfigMap {
 	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: balloonSizesConfigMap, Namespace: metav1.NamespaceSystem}, Data: data}
+}
+
+// recordedEvents returns the events recorded so far.
+func (e *testEnv) recordedEvents() []string {
+	var events []string
+	for {
+		select {
+		case event := <-e.events.Events:
+			events = append(events, event)
+		default:
+			return events
+		}
+	}
+}
+
+// recordedSize returns the node's entry in the ConfigMap of balloon sizes.
+func (e *testEnv) recordedSize(node string) string {
+	e.t.Helper()
+	cm, err := e.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), balloonSizesConfigMap, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cm.Data[node]
 }

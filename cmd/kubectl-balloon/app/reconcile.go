@@ -36,7 +36,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
 // balloonSizesConfigMap records the balloon size of every node that was sized,
@@ -59,14 +61,19 @@ func newCmdReconcile(d deps) *cobra.Command {
 workloads until it holds that size.
 
 set-size records each node's balloon size in the ConfigMap
-` + "kube-system/" + balloonSizesConfigMap + `. A balloon that is recreated (its pod deleted, its
-node registered again) starts at the DaemonSet's size of cpu 1m and memory 1Mi,
-which would silently give the node back its full size. For every node with a
-recorded size whose balloon does not hold it, reconcile taints the node
+` + "kube-system/" + balloonSizesConfigMap + ` before it resizes, and reconcile converges
+every balloon to its record, so the two never undo each other. For every node
+with a recorded size whose balloon holds less than it, reconcile taints the node
 ` + v1.TaintNodeBalloonPending + `:NoSchedule and resizes the balloon to the recorded size;
-once the balloon holds it, reconcile removes the taint. A node without a
-recorded size is left as it is: one that registered with the taint stays closed
-until set-size sizes it.
+once the balloon holds at least that size, reconcile removes the taint.
+
+A deleted balloon keeps running (the kubelet holds it while its finalizer
+` + kubetypes.BalloonProtectionFinalizer + ` is there) until reconcile has tainted its
+node and removed the finalizer; without the ConfigMap no deleted balloon is let
+go. A node without a record whose balloon holds more than cpu 1m and memory 1Mi
+gets the size its balloon holds recorded again (the record was lost); one whose
+balloon holds no more was never sized and is left as it is: one that registered
+with the taint stays closed until set-size sizes it.
 
 With --interval, reconcile runs until it is stopped, once per interval.`,
 		Example: `  # Run as the resize agent, every 10 seconds
@@ -88,8 +95,10 @@ With --interval, reconcile runs until it is stopped, once per interval.`,
 }
 
 func (o *reconcileOptions) run(ctx context.Context, client kubernetes.Interface) error {
+	recorder, stop := o.newRecorder(client)
+	defer stop()
 	for {
-		err := reconcileAll(ctx, client, o.streams.Out)
+		err := reconcileAll(ctx, client, o.streams.Out, recorder)
 		if o.interval == 0 {
 			return err
 		}
@@ -105,17 +114,27 @@ func (o *reconcileOptions) run(ctx context.Context, client kubernetes.Interface)
 }
 
 // reconcileAll reconciles every node and reports the errors of all of them.
-func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Writer) error {
-	sizes, err := readBalloonSizes(ctx, client)
-	if err != nil {
-		return err
-	}
+func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Writer, recorder record.EventRecorder) error {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	byNode, err := listBalloons(ctx, client)
 	if err != nil {
+		return err
+	}
+	// The record is read after the balloons: set-size records a size before
+	// it resizes, so the record read here is at least as new as any resize
+	// the pass saw, and the pass never undoes a resize of set-size's.
+	sizes, err := readBalloonSizes(ctx, client)
+	if err != nil {
+		// Without the record no deleted balloon is let go: the kubelet keeps
+		// each running, and its capacity closed, until the record is back.
+		for _, name := range slices.Sorted(maps.Keys(byNode)) {
+			for _, pod := range byNode[name].held {
+				recorder.Eventf(pod, v1.EventTypeWarning, reasonBalloonHeld, "Deleted balloon kept running, its capacity closed: %v", err)
+			}
+		}
 		return err
 	}
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
@@ -128,9 +147,17 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 			balloons = &nodeBalloons{}
 		}
 		want, recorded := sizes.sizes[node.Name]
+		if !recorded {
+			restored, err := restoreBalloonSize(ctx, client, out, recorder, node.Name, balloons)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
+				continue
+			}
+			want, recorded = restored, restored != nil
+		}
 		// A node with a recorded size closes before its deleted balloon frees
 		// the capacity; one that was never sized has nothing to keep.
-		if err := release(ctx, client, out, node.Name, recorded, balloons.released); err != nil {
+		if err := release(ctx, client, out, node.Name, recorded, balloons.held); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
 			continue
 		}
@@ -147,11 +174,52 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 	}
 	// The balloons of nodes that are gone hold nothing anyone could use.
 	for _, name := range slices.Sorted(maps.Keys(byNode)) {
-		if err := release(ctx, client, out, name, false, byNode[name].released); err != nil {
+		if err := release(ctx, client, out, name, false, byNode[name].held); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+const (
+	// reasonBalloonHeld: a deleted balloon is kept running, because its
+	// node's size cannot be read.
+	reasonBalloonHeld = "BalloonHeld"
+	// reasonBalloonSizeRestored: a node's record was missing while its
+	// balloon held more than the smallest balloon.
+	reasonBalloonSizeRestored = "BalloonSizeRestored"
+)
+
+// restoreBalloonSize records the size a node's balloon holds when the node has
+// no record but its balloon holds more than the smallest balloon: the record
+// was lost (the ConfigMap emptied or recreated), and a node sized once must
+// not open when its balloon is replaced. It returns the size recorded, or nil
+// if the node was never sized.
+func restoreBalloonSize(ctx context.Context, client kubernetes.Interface, out io.Writer, recorder record.EventRecorder, nodeName string, balloons *nodeBalloons) (v1.ResourceList, error) {
+	for _, pod := range slices.Concat(balloons.bound, balloons.held) {
+		held := heldResources(pod)
+		if !exceedsMinimum(held) {
+			continue
+		}
+		if err := swapBalloonSize(ctx, client, nodeName, "", formatBalloonSize(held)); err != nil {
+			return nil, err
+		}
+		recorder.Eventf(pod, v1.EventTypeWarning, reasonBalloonSizeRestored,
+			"Node %s had no recorded balloon size; recorded the size its balloon holds, %s", nodeName, formatBalloonSize(held))
+		fmt.Fprintf(out, "node %s: no recorded balloon size; recorded the size balloon %s/%s holds, %s\n", nodeName, pod.Namespace, pod.Name, formatResources(held))
+		return held, nil
+	}
+	return nil, nil
+}
+
+// exceedsMinimum tells whether size holds more than the smallest balloon.
+func exceedsMinimum(size v1.ResourceList) bool {
+	for _, name := range balloonResources {
+		if q := size[name]; q.Cmp(minBalloon[name]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // release lets deleted balloons go by removing their protection finalizer,
@@ -167,7 +235,7 @@ func release(ctx context.Context, client kubernetes.Interface, out io.Writer, no
 		}
 	}
 	for _, pod := range balloons {
-		finalizers := slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == balloonProtectionFinalizer })
+		finalizers := slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == kubetypes.BalloonProtectionFinalizer })
 		// The test makes the patch fail, rather than drop a finalizer added meanwhile.
 		patch, err := json.Marshal([]map[string]any{
 			{"op": "test", "path": "/metadata/finalizers", "value": pod.Finalizers},
@@ -185,15 +253,16 @@ func release(ctx context.Context, client kubernetes.Interface, out io.Writer, no
 	return nil
 }
 
-// reconcileNode keeps the node tainted while its balloon does not hold want,
-// resizes the balloon to want, and removes the taint once it holds it.
+// reconcileNode keeps the node tainted while its balloon holds less than want,
+// and resizes the balloon to want.
 func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, want v1.ResourceList, nodeBalloons *nodeBalloons) error {
 	balloons := nodeBalloons.bound
-	if len(balloons) == 1 && holdsSize(balloons[0], want) {
-		return setBalloonPendingTaint(ctx, client, out, node.Name, false)
-	}
-	if err := setBalloonPendingTaint(ctx, client, out, node.Name, true); err != nil {
+	open := len(balloons) == 1 && holdsAtLeast(balloons[0], want)
+	if err := setBalloonPendingTaint(ctx, client, out, node.Name, !open); err != nil {
 		return err
+	}
+	if len(balloons) == 1 && holdsSize(balloons[0], want) {
+		return nil
 	}
 	switch len(balloons) {
 	case 0:
@@ -226,6 +295,21 @@ func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writ
 	}
 	fmt.Fprintf(out, "node %s: resizing balloon %s/%s from %s to its recorded size %s\n", node.Name, pod.Namespace, pod.Name, formatResources(c.Resources.Requests), formatResources(want))
 	return nil
+}
+
+// holdsAtLeast tells whether the kubelet runs the balloon at no less than want
+// in every resource: the node then has no capacity open that it should not.
+func holdsAtLeast(pod *v1.Pod, want v1.ResourceList) bool {
+	status := containerStatus(pod, balloonContainerName)
+	if pod.Status.Phase != v1.PodRunning || status == nil || status.Resources == nil {
+		return false
+	}
+	for _, name := range balloonResources {
+		if q := status.Resources.Requests[name]; q.Cmp(want[name]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsSize tells whether the kubelet runs the balloon at want. The spec alone
@@ -291,16 +375,34 @@ func readBalloonSizes(ctx context.Context, client kubernetes.Interface) (recorde
 	return sizes, nil
 }
 
-// recordBalloonSize records the node's balloon size.
-func recordBalloonSize(ctx context.Context, client kubernetes.Interface, nodeName string, size v1.ResourceList) error {
-	patch, err := json.Marshal(map[string]any{"data": map[string]string{nodeName: formatBalloonSize(size)}})
-	if err != nil {
+// swapBalloonSize changes the node's record from "from" to "to", as recorded
+// text ("" for no record), and fails if the record says anything but "from"
+// meanwhile: a writer never overwrites a size it did not see.
+func swapBalloonSize(ctx context.Context, client kubernetes.Interface, nodeName, from, to string) error {
+	configMaps := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := configMaps.Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading the recorded balloon sizes: %w", err)
+		}
+		if current := cm.Data[nodeName]; current != from {
+			return fmt.Errorf("the recorded balloon size of node %q changed meanwhile to %q; not overwriting it", nodeName, current)
+		}
+		var value any = to
+		if to == "" {
+			value = nil
+		}
+		// The resourceVersion makes the patch fail on any write since the read.
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cm.ResourceVersion},
+			"data":     map[string]any{nodeName: value},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = configMaps.Patch(ctx, balloonSizesConfigMap, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
-	}
-	if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(ctx, balloonSizesConfigMap, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("recording the balloon size of node %q in %s/%s: %w", nodeName, metav1.NamespaceSystem, balloonSizesConfigMap, err)
-	}
-	return nil
+	})
 }
 
 // formatBalloonSize prints the exact requests, "cpu=2500m,memory=1Gi".

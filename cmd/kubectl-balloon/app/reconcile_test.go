@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
 // recorded says node-a's balloon holds cpu 2 and memory 4Gi.
@@ -124,7 +125,7 @@ func TestReconcileRecreatedBalloon(t *testing.T) {
 func deletedBalloon(name, nodeName string) *v1.Pod {
 	pod := newBalloon(name, nodeName, "2", "4Gi")
 	pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
-	pod.Finalizers = []string{"example.com/keep", balloonProtectionFinalizer}
+	pod.Finalizers = []string{"example.com/keep", kubetypes.BalloonProtectionFinalizer}
 	return pod
 }
 
@@ -171,10 +172,13 @@ func TestReconcileReleasesADeletedBalloonAfterClosingItsNode(t *testing.T) {
 	}
 }
 
-// A deleted balloon of a node that was never sized, or whose node is gone, is
-// let go without closing anything.
+// A deleted balloon of a node that was never sized (it holds the smallest
+// balloon), or whose node is gone, is let go without closing anything.
 func TestReconcileReleasesBalloonsOfUnsizedAndVanishedNodes(t *testing.T) {
-	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), deletedBalloon("balloon-b", "node-b"), deletedBalloon("balloon-gone", "node-gone"), recordedSizesConfigMap(recorded))
+	unsized := deletedBalloon("balloon-b", "node-b")
+	unsized.Spec.Containers[0].Resources.Requests = resources("1m", "1Mi")
+	unsized.Status.ContainerStatuses[0].AllocatedResources = resources("1m", "1Mi")
+	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), unsized, deletedBalloon("balloon-gone", "node-gone"), recordedSizesConfigMap(recorded))
 	e.reconcile()
 	for _, name := range []string{"balloon-b", "balloon-gone"} {
 		if got := e.getPod(name).Finalizers; !slices.Equal(got, []string{"example.com/keep"}) {
@@ -183,6 +187,58 @@ func TestReconcileReleasesBalloonsOfUnsizedAndVanishedNodes(t *testing.T) {
 	}
 	if e.hasPendingTaint("node-b") {
 		t.Error("a node that was never sized must not close")
+	}
+	if got := e.recordedSize("node-b"); got != "" {
+		t.Errorf("recorded %q for a node that was never sized", got)
+	}
+}
+
+// A lost record (the ConfigMap emptied or recreated) does not open a node that
+// was sized: the size its balloon holds is recorded again, so a deleted
+// balloon closes its node and its successor comes back at that size.
+func TestReconcileRestoresALostRecord(t *testing.T) {
+	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), deletedBalloon("balloon-b", "node-b"),
+		newNode("node-c", "4", "16Gi"), newBalloon("balloon-c", "node-c", "1", "2Gi"))
+	e.reconcile()
+	for node, want := range map[string]string{"node-b": "cpu=2,memory=4Gi", "node-c": "cpu=1,memory=2Gi"} {
+		if got := e.recordedSize(node); got != want {
+			t.Errorf("%s: recorded %q, want %q", node, got, want)
+		}
+	}
+	if !e.hasPendingTaint("node-b") {
+		t.Error("node-b must close before its deleted balloon goes")
+	}
+	if got := e.getPod("balloon-b").Finalizers; !slices.Equal(got, []string{"example.com/keep"}) {
+		t.Errorf("finalizers %v: the balloon goes once its node is closed", got)
+	}
+	if e.hasPendingTaint("node-c") {
+		t.Error("node-c's balloon holds its size: the node stays open")
+	}
+	want := []string{
+		"Warning BalloonSizeRestored Node node-b had no recorded balloon size; recorded the size its balloon holds, cpu=2,memory=4Gi",
+		"Warning BalloonSizeRestored Node node-c had no recorded balloon size; recorded the size its balloon holds, cpu=1,memory=2Gi",
+	}
+	if diff := cmp.Diff(want, e.recordedEvents()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// Without the ConfigMap no deleted balloon is let go: the kubelet keeps it
+// running, so its capacity stays closed, and an event on it says why.
+func TestReconcileHoldsDeletedBalloonsWithoutTheRecord(t *testing.T) {
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), deletedBalloon("balloon-a", "node-a"))
+	if err := e.client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("configmaps"), metav1.NamespaceSystem, balloonSizesConfigMap); err != nil {
+		t.Fatal(err)
+	}
+	if code := e.run("reconcile"); code == 0 {
+		t.Fatal("want an error without the ConfigMap")
+	}
+	if len(e.writes()) != 0 {
+		t.Errorf("writes %v", e.writes())
+	}
+	events := e.recordedEvents()
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning BalloonHeld Deleted balloon kept running, its capacity closed: the ConfigMap kube-system/node-balloon-sizes that records the balloon sizes does not exist") {
+		t.Errorf("events %q", events)
 	}
 }
 
@@ -201,7 +257,7 @@ func TestReconcileReleaseDoesNotDropAFinalizerAddedMeanwhile(t *testing.T) {
 	if code := e.run("reconcile"); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
-	if got := e.getPod("balloon-b").Finalizers; !slices.Contains(got, "example.com/late") || !slices.Contains(got, balloonProtectionFinalizer) {
+	if got := e.getPod("balloon-b").Finalizers; !slices.Contains(got, "example.com/late") || !slices.Contains(got, kubetypes.BalloonProtectionFinalizer) {
 		t.Errorf("finalizers %v: the late one and the protection must stay", got)
 	}
 }
@@ -350,14 +406,13 @@ func TestSetSizeRecordsTheSizeAndOpensTheNode(t *testing.T) {
 		t.Error("set-size must open the node once its balloon holds the size")
 	}
 
-	// A refused resize records nothing.
+	// A refused resize rolled back restores the record.
 	e.kubelet = refuse(v1.PodReasonDeferred, deferredMessage)
-	if code := e.run("set-size", "node-a", "--cpu", "1"); code == 0 {
+	if code := e.run("set-size", "node-a", "--cpu", "1", "--rollback-on-failure"); code == 0 {
 		t.Fatal("want the refused resize to fail")
 	}
-	cm, _ = e.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(context.Background(), balloonSizesConfigMap, metav1.GetOptions{})
-	if got := cm.Data["node-a"]; got != "cpu=2,memory=4Gi" {
-		t.Errorf("recorded %q after a refused resize, want cpu=2,memory=4Gi", got)
+	if got := e.recordedSize("node-a"); got != "cpu=2,memory=4Gi" {
+		t.Errorf("recorded %q after a rolled back resize, want cpu=2,memory=4Gi", got)
 	}
 }
 

@@ -51,6 +51,9 @@ type resizePlan struct {
 	from, to v1.ResourceList
 	// notes explain where the balloon minimum overrides the desired size.
 	notes []string
+	// recorded is the node's recorded size when the plan was made, as text;
+	// "" if it had none.
+	recorded string
 }
 
 func newCmdSetSize(d deps) *cobra.Command {
@@ -64,9 +67,15 @@ func newCmdSetSize(d deps) *cobra.Command {
 capacity minus the balloon. A resource that is not given keeps its current
 balloon request. The balloon never goes below cpu 1m and memory 1Mi.
 
-The command waits for the kubelet's verdict. A balloon grows only into free
-capacity and never preempts running pods, so growing it (shrinking the node)
-fails while workloads use that capacity.`,
+The new size is recorded (the ConfigMap kube-system/node-balloon-sizes) before
+the balloon is resized, so that kubectl balloon reconcile carries the resize on
+rather than undoing it; the record changes only if nobody changed it since the
+command read it. The command waits for the kubelet's verdict. A balloon grows
+only into free capacity and never preempts running pods, so growing it
+(shrinking the node) waits while workloads use that capacity: the new size
+stays recorded, and the node is closed to new workloads (taint
+node.kubernetes.io/balloon-pending) until the balloon holds it.
+--rollback-on-failure restores the record and the balloon instead.`,
 		Example: `  # Let workloads use 3 cores and 12Gi of memory on node-1
   kubectl balloon set-size node-1 --cpu 3 --memory 12Gi
 
@@ -132,17 +141,28 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	balloon := plan.pod.Namespace + "/" + plan.pod.Name
 	fmt.Fprintf(out, "resizing balloon %s on node %s: requests %s -> %s\n", balloon, nodeName, formatResources(plan.from), formatResources(plan.to))
 
+	// The record says first what the balloon is to hold: kubectl balloon
+	// reconcile converges to the record, so it carries this resize on rather
+	// than undoing it, and a balloon recreated meanwhile gets the new size.
+	intended := formatBalloonSize(plan.to)
+	if err := swapBalloonSize(ctx, client, nodeName, plan.recorded, intended); err != nil {
+		return err
+	}
 	resized, err := resizeBalloon(ctx, client, plan.pod, plan.from, plan.to)
 	if err != nil {
-		return fmt.Errorf("resizing balloon %s: %w", balloon, err)
+		err = fmt.Errorf("resizing balloon %s: %w", balloon, err)
+		if rbErr := swapBalloonSize(ctx, client, nodeName, intended, plan.recorded); rbErr != nil {
+			return fmt.Errorf("%w; restoring the recorded size %q also failed: %w", err, plan.recorded, rbErr)
+		}
+		return err
 	}
 	last, err := o.waitForResize(ctx, client, resized, plan.to)
 	if err != nil {
 		if !o.rollback {
-			if refused := (*refusedError)(nil); errors.As(err, &refused) && refused.reason == v1.PodReasonDeferred {
-				return fmt.Errorf("%w\nThe resize stays queued: the kubelet applies it once it fits, unless it is rolled back (kubectl balloon set-size %s with the previous size, or --rollback-on-failure)", err, nodeName)
-			}
-			return err
+			return o.keepIntent(ctx, client, nodeName, plan, last, err)
+		}
+		if rbErr := swapBalloonSize(ctx, client, nodeName, intended, plan.recorded); rbErr != nil {
+			return fmt.Errorf("%w; restoring the recorded size %q also failed: %w", err, plan.recorded, rbErr)
 		}
 		if _, rbErr := resizeBalloon(ctx, client, last, plan.to, plan.from); rbErr != nil {
 			return fmt.Errorf("%w; rolling back balloon %s to %s also failed: %w", err, balloon, formatResources(plan.from), rbErr)
@@ -152,18 +172,39 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	}
 	fmt.Fprintf(out, "node %s: effective size is now %s (balloon %s holds %s)\n",
 		nodeName, formatResources(subtract(plan.node.Status.Allocatable, plan.to)), balloon, formatResources(plan.to))
-	// A balloon that is recreated gets this size back (kubectl balloon reconcile),
-	// and the node, now at its size, is open to workloads.
-	if err := recordBalloonSize(ctx, client, nodeName, plan.to); err != nil {
+	return setBalloonPendingTaint(ctx, client, out, nodeName, false)
+}
+
+// keepIntent handles a resize the kubelet has not carried out, without
+// --rollback-on-failure: the record keeps the new size, and a node whose
+// balloon holds less is closed to workloads until it holds it, as kubectl
+// balloon reconcile keeps it; err says what the kubelet answered.
+func (o *setSizeOptions) keepIntent(ctx context.Context, client kubernetes.Interface, nodeName string, plan *resizePlan, last *v1.Pod, err error) error {
+	if holdsAtLeast(last, plan.to) {
+		return fmt.Errorf("%w\nThe new size stays recorded, and kubectl balloon reconcile keeps it", err)
+	}
+	if err := setBalloonPendingTaint(ctx, client, o.streams.Out, nodeName, true); err != nil {
 		return err
 	}
-	return setBalloonPendingTaint(ctx, client, out, nodeName, false)
+	undo := fmt.Sprintf("To undo it, run kubectl balloon set-size %s --cpu %s --memory %s (the previous effective size).", nodeName,
+		formatQuantity(v1.ResourceCPU, subtract(plan.node.Status.Allocatable, plan.from)[v1.ResourceCPU]),
+		formatQuantity(v1.ResourceMemory, subtract(plan.node.Status.Allocatable, plan.from)[v1.ResourceMemory]))
+	if refused := (*refusedError)(nil); errors.As(err, &refused) && refused.reason == v1.PodReasonDeferred {
+		return fmt.Errorf("%w\nThe resize stays queued: the kubelet applies it once it fits. Until then node %s is closed to new workloads (taint %s) and its recorded size is the new one, which kubectl balloon reconcile keeps. %s",
+			err, nodeName, v1.TaintNodeBalloonPending, undo)
+	}
+	return fmt.Errorf("%w\nNode %s is closed to new workloads (taint %s) until its balloon holds the new size, which stays recorded and which kubectl balloon reconcile keeps. %s",
+		err, nodeName, v1.TaintNodeBalloonPending, undo)
 }
 
 // planResize validates everything about the request and computes the new
 // balloon requests, before anything is written.
 func planResize(ctx context.Context, client kubernetes.Interface, nodeName string, desired v1.ResourceList) (*resizePlan, error) {
 	node, err := getNode(ctx, client, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := readBalloonSizes(ctx, client)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +216,7 @@ func planResize(ctx context.Context, client kubernetes.Interface, nodeName strin
 	if err != nil {
 		return nil, err
 	}
-	plan := &resizePlan{node: node, pod: pod, from: c.Resources.Requests.DeepCopy()}
+	plan := &resizePlan{node: node, pod: pod, from: c.Resources.Requests.DeepCopy(), recorded: sizes.raw[nodeName]}
 	// A resource not asked for keeps its request, and so its effective size.
 	plan.to = plan.from.DeepCopy()
 	for _, name := range balloonResources {
@@ -282,7 +323,8 @@ func balloonContainer(pod *v1.Pod) (*v1.Container, error) {
 
 // resizeBalloon changes the balloon container's requests from "from" to "to"
 // through the resize subresource. It retries conflicts with unrelated writes
-// (such as kubelet status updates) but does not overwrite someone else's resize.
+// (such as kubelet status updates) but does not overwrite someone else's resize;
+// a balloon that already asks for "to" is left as it is.
 func resizeBalloon(ctx context.Context, client kubernetes.Interface, pod *v1.Pod, from, to v1.ResourceList) (*v1.Pod, error) {
 	pods := client.CoreV1().Pods(pod.Namespace)
 	var resized *v1.Pod
@@ -290,6 +332,11 @@ func resizeBalloon(ctx context.Context, client kubernetes.Interface, pod *v1.Pod
 		c, err := balloonContainer(pod)
 		if err != nil {
 			return err
+		}
+		if equalResources(c.Resources.Requests, to) && len(c.Resources.Requests) == len(to) {
+			// Another writer of the same record, reconcile, got there first.
+			resized = pod
+			return nil
 		}
 		if !apiequality.Semantic.DeepEqual(c.Resources.Requests, from) {
 			return fmt.Errorf("balloon %s/%s was resized by someone else meanwhile (requests %s, expected %s); not overwriting",

@@ -222,6 +222,12 @@ func TestSetSizeWaitsForTheKubelet(t *testing.T) {
 	}
 }
 
+// undoHint is how set-size tells to undo a resize to cpu 1 or memory 8Gi on
+// setSizeCluster's node.
+const undoHint = "To undo it, run kubectl balloon set-size node-a --cpu 2 --memory 12Gi (the previous effective size)."
+
+const closedUntilHeld = "Node node-a is closed to new workloads (taint node.kubernetes.io/balloon-pending) until its balloon holds the new size, which stays recorded and which kubectl balloon reconcile keeps. "
+
 func TestSetSizeRefused(t *testing.T) {
 	for _, tc := range []struct {
 		reason, message string
@@ -247,11 +253,24 @@ func TestSetSizeRefused(t *testing.T) {
 				t.Fatalf("exit code %d, want 1", code)
 			}
 			wantErr := "error: the kubelet did not resize balloon kube-system/balloon-a: " + tc.reason + ": " + tc.message + "\n"
-			if tc.reason == v1.PodReasonDeferred && !tc.rollback {
-				wantErr = strings.TrimSuffix(wantErr, "\n") + "\nThe resize stays queued: the kubelet applies it once it fits, unless it is rolled back (kubectl balloon set-size node-a with the previous size, or --rollback-on-failure)\n"
+			switch {
+			case tc.rollback:
+			case tc.reason == v1.PodReasonDeferred:
+				wantErr += "The resize stays queued: the kubelet applies it once it fits. Until then node node-a is closed to new workloads (taint node.kubernetes.io/balloon-pending) and its recorded size is the new one, which kubectl balloon reconcile keeps. " + undoHint + "\n"
+			default:
+				wantErr += closedUntilHeld + undoHint + "\n"
 			}
 			if got := e.errOut.String(); got != wantErr {
 				t.Errorf("stderr %q, want %q", got, wantErr)
+			}
+			// Without a rollback the intent stays, and the node closes until
+			// the balloon holds it; a rollback restores both.
+			wantRecord := map[bool]string{false: "cpu=3,memory=4Gi", true: ""}[tc.rollback]
+			if got := e.recordedSize("node-a"); got != wantRecord {
+				t.Errorf("recorded %q, want %q", got, wantRecord)
+			}
+			if tainted := e.hasPendingTaint("node-a"); tainted == tc.rollback {
+				t.Errorf("tainted = %v, want %v", tainted, !tc.rollback)
 			}
 			wantResizes := []v1.ResourceList{resources("3", "4Gi")}
 			if tc.rollback {
@@ -289,6 +308,9 @@ func TestSetSizeTimeout(t *testing.T) {
 				t.Errorf("waited %v, want 10s", waited)
 			}
 			wantErr := "error: timed out after 10s waiting for the kubelet to resize balloon kube-system/balloon-a: the kubelet has not answered yet (the balloon runs with cpu=2,memory=4Gi)\n"
+			if !rollback {
+				wantErr += closedUntilHeld + undoHint + "\n"
+			}
 			if got := e.errOut.String(); got != wantErr {
 				t.Errorf("stderr %q, want %q", got, wantErr)
 			}

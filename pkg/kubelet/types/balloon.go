@@ -17,6 +17,8 @@ limitations under the License.
 package types
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -42,4 +44,23 @@ func UsesBalloonClass(pod *v1.Pod) bool {
 	return pod != nil &&
 		utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) &&
 		pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon
+}
+
+// BalloonProtectionFinalizer is added to every balloon when it is created (the
+// node-balloon addon's admission policy). A deleted balloon that carries it is
+// held: it keeps running, and so keeps its capacity closed in the scheduler's
+// view and in the kubelet's admission, until the resize agent has tainted its
+// node and removed the finalizer.
+const BalloonProtectionFinalizer = "kubernetes.io/balloon-protection"
+
+// IsHeldBalloon returns true if the pod is a deleted balloon that its protection
+// finalizer still holds: the kubelet does not begin its termination yet.
+func IsHeldBalloon(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp != nil && IsBalloonPod(pod) && slices.Contains(pod.Finalizers, BalloonProtectionFinalizer)
+}
+
+// IsReleasedBalloon returns true if ref is the update that releases the held
+// balloon existing: its protection finalizer was removed.
+func IsReleasedBalloon(existing, ref *v1.Pod) bool {
+	return IsHeldBalloon(existing) && !IsHeldBalloon(ref)
 }

@@ -571,7 +571,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			gomega.HaveField("Name", balloon.Name), gomega.HaveField("State", "Running"))))
 	})
 
-	ginkgo.It("creates a recreated balloon at its node's recorded size, and releases a deleted one only after closing the node", func(ctx context.Context) {
+	ginkgo.It("creates a recreated balloon at its node's recorded size, and frees no capacity of a deleted one before closing the node", func(ctx context.Context) {
 		plugin := balloonPlugin()
 		recordSize(ctx, "cpu=120m,memory=40Mi")
 		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 300), "the node needs some free cpu")
@@ -715,12 +715,46 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		out := runPlugin(ctx, plugin, "reconcile")
 		gomega.Expect(out).NotTo(gomega.ContainSubstring("resizing balloon"), "a balloon created at its size needs no resize")
 
-		ginkgo.By("deleting the balloon: it stays until reconcile has closed the node")
+		ginkgo.By("filling the node, so that a waiting pod fits only into the balloon's capacity")
+		if free := freeCPU(ctx); free > 60 {
+			filler := createWorkload(ctx, "filler", free-60, false)
+			framework.ExpectNoError(e2epod.WaitForPodRunningInNamespace(ctx, f.ClientSet, filler))
+		}
+		// A workload: it does not tolerate the balloon-pending taint.
+		waiting := podOnNode(f.Namespace.Name, "waiting", 100, false)
+		waiting.Spec.Tolerations = nil
+		waiting = e2epod.NewPodClient(f).Create(ctx, waiting)
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			framework.ExpectNoError(e2epod.DeletePodWithWaitByName(ctx, f.ClientSet, waiting.Name, waiting.Namespace))
+		})
+		// stillWaiting fails once the waiting pod is bound: the capacity it
+		// got was the balloon's.
+		stillWaiting := func(ctx context.Context) error {
+			pod, err := f.ClientSet.CoreV1().Pods(waiting.Namespace).Get(ctx, waiting.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if pod.Spec.NodeName != "" {
+				return gomega.StopTrying(fmt.Sprintf("the waiting pod was bound to %s, into the capacity of a deleted balloon", pod.Spec.NodeName))
+			}
+			return nil
+		}
+
+		ginkgo.By("deleting the balloon: it keeps running, and its capacity closed, until reconcile has closed the node")
 		framework.ExpectNoError(pods.Delete(ctx, first.Name, metav1.DeleteOptions{}))
 		gomega.Consistently(ctx, func(ctx context.Context) error {
-			_, err := pods.Get(ctx, first.Name, metav1.GetOptions{})
-			return err
-		}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(gomega.Succeed(), "the finalizer must keep the deleted balloon")
+			if err := stillWaiting(ctx); err != nil {
+				return err
+			}
+			pod, err := pods.Get(ctx, first.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if pod.DeletionTimestamp == nil || pod.Status.Phase != v1.PodRunning {
+				return gomega.StopTrying(fmt.Sprintf("the deleted balloon is %s, deletionTimestamp %v: the kubelet must keep it running while its finalizer holds it", pod.Status.Phase, pod.DeletionTimestamp))
+			}
+			return nil
+		}).WithTimeout(15*time.Second).WithPolling(time.Second).Should(gomega.Succeed())
 		out = runPlugin(ctx, plugin, "reconcile")
 		tainted := strings.Index(out, "node "+node.Name+": tainted "+v1.TaintNodeBalloonPending)
 		released := strings.Index(out, "node "+node.Name+": released deleted balloon "+first.Namespace+"/"+first.Name)
@@ -728,8 +762,9 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		gomega.Expect(released).To(gomega.BeNumerically(">", tainted), "reconcile must release the balloon after tainting the node")
 		framework.ExpectNoError(e2epod.WaitForPodNotFoundInNamespace(ctx, f.ClientSet, first.Name, first.Namespace, time.Minute))
 
-		ginkgo.By("the successor starts at the recorded size and reopens the node")
+		ginkgo.By("the successor starts at the recorded size and reopens the node; the waiting pod still does not fit")
 		expectRecordedSize(runningBalloon(ctx, first.UID))
+		framework.ExpectNoError(stillWaiting(ctx))
 		gomega.Eventually(ctx, func(ctx context.Context) ([]v1.Taint, error) {
 			runPlugin(ctx, plugin, "reconcile")
 			current, err := f.ClientSet.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
@@ -744,5 +779,6 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			}
 			return pending, nil
 		}).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(gomega.BeEmpty(), "the node must reopen once the successor holds its size")
+		gomega.Consistently(ctx, stillWaiting).WithTimeout(10*time.Second).WithPolling(time.Second).Should(gomega.Succeed())
 	})
 })
