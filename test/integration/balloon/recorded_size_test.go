@@ -58,56 +58,71 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	config := restclient.CopyConfig(server.ClientConfig)
-	config.Impersonate = restclient.ImpersonationConfig{UserName: resizer, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
-	agent := clientset.NewForConfigOrDie(config)
-	update := func(mutate func(*v1.Node), dryRun ...string) error {
-		node, err := agent.CoreV1().Nodes().Get(tCtx, "node-a", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(node)
-		_, err = agent.CoreV1().Nodes().Update(tCtx, node, metav1.UpdateOptions{DryRun: dryRun})
-		return err
-	}
-	pending := v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule}
-	addTaint := func(taint v1.Taint) func(*v1.Node) {
-		return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, taint) }
-	}
-	const onlyTheTaint = "the node-balloon-resizer may only add or remove the taint node.kubernetes.io/balloon-pending:NoSchedule"
-	const nothingElse = "the node-balloon-resizer may change nothing of a node but the taint node.kubernetes.io/balloon-pending"
+	// The agent in the cluster, and a person or agent outside it in the
+	// resizers' group: the same rules.
+	for _, who := range []restclient.ImpersonationConfig{
+		{UserName: resizer, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}},
+		{UserName: "alice", Groups: []string{resizers, "system:authenticated"}},
+	} {
+		t.Run(who.UserName, func(t *testing.T) {
+			config := restclient.CopyConfig(server.ClientConfig)
+			config.Impersonate = who
+			agent := clientset.NewForConfigOrDie(config)
+			update := func(mutate func(*v1.Node), dryRun ...string) error {
+				node, err := agent.CoreV1().Nodes().Get(tCtx, "node-a", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				mutate(node)
+				_, err = agent.CoreV1().Nodes().Update(tCtx, node, metav1.UpdateOptions{DryRun: dryRun})
+				return err
+			}
+			pending := v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule}
+			addTaint := func(taint v1.Taint) func(*v1.Node) {
+				return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, taint) }
+			}
+			const onlyTheTaint = "the node-balloon-resizer may only add or remove the taint node.kubernetes.io/balloon-pending:NoSchedule"
+			const nothingElse = "the node-balloon-resizer may change nothing of a node but the taint node.kubernetes.io/balloon-pending"
 
-	// The policy takes effect once kube-apiserver has loaded it; until then, ask
-	// with dry runs, which admission sees too.
-	var err error
-	if pollErr := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		err = update(func(n *v1.Node) { n.Spec.Taints = nil }, metav1.DryRunAll)
-		return err != nil, nil
-	}); pollErr != nil {
-		t.Fatalf("the agent removed another taint: %v", err)
-	}
-	expectError(t, err, metav1.StatusReasonForbidden, onlyTheTaint)
+			// The policy takes effect once kube-apiserver has loaded it; until then, ask
+			// with dry runs, which admission sees too.
+			var err error
+			if pollErr := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+				err = update(func(n *v1.Node) { n.Spec.Taints = nil }, metav1.DryRunAll)
+				return err != nil, nil
+			}); pollErr != nil {
+				t.Fatalf("the agent removed another taint: %v", err)
+			}
+			expectError(t, err, metav1.StatusReasonForbidden, onlyTheTaint)
 
-	if err := update(addTaint(pending)); err != nil {
-		t.Errorf("the agent could not add the balloon-pending taint: %v", err)
-	}
-	if err := update(func(n *v1.Node) { n.Spec.Taints = n.Spec.Taints[:1] }); err != nil {
-		t.Errorf("the agent could not remove the balloon-pending taint: %v", err)
-	}
-	expectError(t, update(addTaint(v1.Taint{Key: "dedicated", Value: "web", Effect: v1.TaintEffectNoExecute})), metav1.StatusReasonForbidden, onlyTheTaint)
-	expectError(t, update(addTaint(v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoExecute})), metav1.StatusReasonForbidden, onlyTheTaint)
-	expectError(t, update(func(n *v1.Node) { n.Labels["zone"] = "b" }), metav1.StatusReasonForbidden, nothingElse)
-	expectError(t, update(func(n *v1.Node) { n.Spec.Unschedulable = true }), metav1.StatusReasonForbidden, nothingElse)
-	expectError(t, update(func(n *v1.Node) {
-		n.Spec.PodPreemptionPolicy = &v1.NodePodPreemptionPolicy{DisableResizePreemption: []string{"example.com/autoscaler"}}
-	}), metav1.StatusReasonForbidden, nothingElse)
+			if err := update(addTaint(pending)); err != nil {
+				t.Errorf("the agent could not add the balloon-pending taint: %v", err)
+			}
+			if err := update(func(n *v1.Node) { n.Spec.Taints = n.Spec.Taints[:1] }); err != nil {
+				t.Errorf("the agent could not remove the balloon-pending taint: %v", err)
+			}
+			expectError(t, update(addTaint(v1.Taint{Key: "dedicated", Value: "web", Effect: v1.TaintEffectNoExecute})), metav1.StatusReasonForbidden, onlyTheTaint)
+			expectError(t, update(addTaint(v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoExecute})), metav1.StatusReasonForbidden, onlyTheTaint)
+			expectError(t, update(func(n *v1.Node) { n.Labels["zone"] = "b" }), metav1.StatusReasonForbidden, nothingElse)
+			expectError(t, update(func(n *v1.Node) { n.Spec.Unschedulable = true }), metav1.StatusReasonForbidden, nothingElse)
+			// The garbage collector would delete a node owned by a deleted object.
+			expectError(t, update(func(n *v1.Node) {
+				n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "d2d2"}}
+			}), metav1.StatusReasonForbidden, nothingElse)
+			expectError(t, update(func(n *v1.Node) { n.Finalizers = []string{"example.com/never"} }), metav1.StatusReasonForbidden, nothingElse)
+			expectError(t, update(func(n *v1.Node) {
+				n.Spec.PodPreemptionPolicy = &v1.NodePodPreemptionPolicy{DisableResizePreemption: []string{"example.com/autoscaler"}}
+			}), metav1.StatusReasonForbidden, nothingElse)
 
-	record := []byte(`{"data":{"node-a":"cpu=2,memory=4Gi"}}`)
-	if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
-		t.Errorf("the agent could not record a size: %v", err)
-	}
-	if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "other", types.MergePatchType, record, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("the agent wrote another ConfigMap: %v", err)
+			record := []byte(`{"data":{"node-a":"cpu=2,memory=4Gi"}}`)
+			if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
+				t.Errorf("the agent could not record a size: %v", err)
+			}
+			if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "other", types.MergePatchType, record, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+				t.Errorf("the agent wrote another ConfigMap: %v", err)
+			}
+
+		})
 	}
 }
 
@@ -190,9 +205,14 @@ func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
 	config := restclient.CopyConfig(server.ClientConfig)
 	config.Impersonate = restclient.ImpersonationConfig{UserName: resizer, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
 	agent := clientset.NewForConfigOrDie(config).CoreV1().Pods(metav1.NamespaceSystem)
-	const onlyTheFinalizer = "the node-balloon-resizer may change nothing of a pod but remove the finalizer kubernetes.io/balloon-protection of a balloon"
+	const onlyTheFinalizer = "the node-balloon-resizer may change nothing of a pod but remove the finalizer kubernetes.io/balloon-protection of a deleted balloon"
 	relabel := []byte(`{"metadata":{"labels":{"extra":"x"}}}`)
 	_, err := agent.Patch(tCtx, "pinned", types.MergePatchType, relabel, metav1.PatchOptions{})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
+	release := []byte(`[{"op":"test","path":"/metadata/finalizers","value":["` + finalizer + `"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]`)
+	// A balloon that is not being deleted keeps its finalizer: without it, a
+	// later deletion would free its capacity before its node is closed.
+	_, err = agent.Patch(tCtx, "pinned", types.JSONPatchType, release, metav1.PatchOptions{})
 	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
 	other.Finalizers = []string{"example.com/keep"}
 	if other, err = cs.CoreV1().Pods(metav1.NamespaceSystem).Update(tCtx, other, metav1.UpdateOptions{}); err != nil {
@@ -200,7 +220,13 @@ func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
 	}
 	_, err = agent.Patch(tCtx, other.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{})
 	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
-	if _, err := agent.Patch(tCtx, "pinned", types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/finalizers","value":["`+finalizer+`"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]`), metav1.PatchOptions{}); err != nil {
-		t.Errorf("the agent could not remove the balloon's finalizer: %v", err)
+	if err := cs.CoreV1().Pods(metav1.NamespaceSystem).Delete(tCtx, "pinned", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owned := []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"other","uid":"d2d2"}]}}`)
+	_, err = agent.Patch(tCtx, "pinned", types.MergePatchType, owned, metav1.PatchOptions{})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyTheFinalizer)
+	if _, err := agent.Patch(tCtx, "pinned", types.JSONPatchType, release, metav1.PatchOptions{}); err != nil {
+		t.Errorf("the agent could not remove the deleted balloon's finalizer: %v", err)
 	}
 }

@@ -43,8 +43,12 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
-// resizer is the resize agent's identity in the addon's RBAC and policy.
-const resizer = "system:serviceaccount:kube-system:node-balloon-resizer"
+const (
+	// resizer is the resize agent's identity in the addon's RBAC and policy.
+	resizer = "system:serviceaccount:kube-system:node-balloon-resizer"
+	// resizers is the group of the other resizers, people included.
+	resizers = "node-balloon-resizers"
+)
 
 // TestResizerMayResizeOnlyBalloons applies the addon's RBAC and
 // ValidatingAdmissionPolicy as shipped, and acts as the resize agent: it may resize
@@ -109,15 +113,26 @@ func TestResizerMayResizeOnlyBalloons(t *testing.T) {
 // applyAddon creates every object of an addon manifest.
 func applyAddon(ctx context.Context, t *testing.T, cs clientset.Interface, path string) {
 	t.Helper()
+	for _, obj := range readAddon(t, path) {
+		if err := create(ctx, cs, obj); err != nil {
+			t.Fatalf("%s: create %T: %v", path, obj, err)
+		}
+	}
+}
+
+// readAddon decodes every object of an addon manifest.
+func readAddon(t *testing.T, path string) []runtime.Object {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var objects []runtime.Object
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return
+			return objects
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -126,9 +141,7 @@ func applyAddon(ctx context.Context, t *testing.T, cs clientset.Interface, path 
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if err := create(ctx, cs, obj); err != nil {
-			t.Fatalf("%s: create %T: %v", path, obj, err)
-		}
+		objects = append(objects, obj)
 	}
 }
 
