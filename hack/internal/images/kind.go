@@ -129,6 +129,17 @@ func PodNetworkImage(kubectl string) (v1.Image, error) {
 	})
 }
 
+// BalloonAgentImage is the release's kubectl-balloon, a static binary, alone at
+// /kubectl-balloon: the image of the node-balloon addon's resize agent
+// (cluster/addons/node-balloon/balloon-resizer-deployment.yaml).
+func BalloonAgentImage(kubectlBalloon string) (v1.Image, error) {
+	data, err := os.ReadFile(kubectlBalloon)
+	if err != nil {
+		return nil, err
+	}
+	return programImage(nil, "kubectl-balloon", data, v1.Config{Entrypoint: []string{"/kubectl-balloon"}})
+}
+
 // LoadBalancerImage is hack/cmd/kind-lb of the repository at root, as envoy, on
 // busybox, with this machine's bash, which kind's start command names.
 func LoadBalancerImage(ctx context.Context, root, work string) (v1.Image, error) {

@@ -18,7 +18,9 @@ package kind
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -30,6 +32,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	appsv1 "k8s.io/api/apps/v1"
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
@@ -109,6 +112,9 @@ func (k *Kind) KindUp(ctx context.Context, image, config string) error {
 		}
 	}
 	if err := k.loadPodNetwork(ctx); err != nil {
+		return err
+	}
+	if err := k.loadBalloonAgent(ctx); err != nil {
 		return err
 	}
 	if err := k.kubectl(ctx, "apply", "-f", filepath.Join(k.root, "build", "kind", "pod-network.yaml")); err != nil {
@@ -268,6 +274,40 @@ func (k *Kind) loadPodNetwork(ctx context.Context) error {
 		return err
 	}
 	archive, err := writeArchive(work, images.PodNetwork, img)
+	if err != nil {
+		return err
+	}
+	return k.kind(ctx, "load", "image-archive", archive, "--name", k.KindClusterName())
+}
+
+// loadBalloonAgent loads the node-balloon addon's resize agent, named as its
+// Deployment names it, into the nodes of a side whose release has it.
+func (k *Kind) loadBalloonAgent(ctx context.Context) error {
+	bin := filepath.Join(k.c.Bin, "kubectl-balloon")
+	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
+		return nil // upstream's release
+	}
+	manifest := filepath.Join(k.c.Tree, "cluster", "addons", "node-balloon", "balloon-resizer-deployment.yaml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		return err
+	}
+	var deployment appsv1.Deployment
+	if err := yaml.Unmarshal(data, &deployment); err != nil {
+		return fmt.Errorf("%s: %w", manifest, err)
+	}
+	if len(deployment.Spec.Template.Spec.Containers) != 1 {
+		return fmt.Errorf("%s: want one container", manifest)
+	}
+	img, err := images.BalloonAgentImage(bin)
+	if err != nil {
+		return err
+	}
+	work := k.kindPath("balloon-agent")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	archive, err := writeArchive(work, deployment.Spec.Template.Spec.Containers[0].Image, img)
 	if err != nil {
 		return err
 	}
