@@ -24,6 +24,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -121,8 +122,45 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 			if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "other", types.MergePatchType, record, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 				t.Errorf("the agent wrote another ConfigMap: %v", err)
 			}
+			// A zero request would make a balloon BestEffort.
+			err = refusedOnceLoaded(tCtx, t, func(dryRun ...string) error {
+				_, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-z":"cpu=0,memory=4Gi"}}`), metav1.PatchOptions{DryRun: dryRun})
+				return err
+			})
+			expectError(t, err, metav1.StatusReasonInvalid, "a recorded balloon size must be cpu=Q,memory=Q with positive quantities; not the one of node-z")
 
 		})
+	}
+
+	// Whoever else may write ConfigMaps in kube-system (an edit RoleBinding
+	// there, a controller with cluster-wide rights) may not write the sizes.
+	// (The edit ClusterRole is aggregated by kube-controller-manager, which does
+	// not run here: a Role with its ConfigMap rights stands in.)
+	if _, err := cs.RbacV1().Roles(metav1.NamespaceSystem).Create(tCtx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmap-editor"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch", "update", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(metav1.NamespaceSystem).Create(tCtx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-edits"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-editor"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := restclient.CopyConfig(server.ClientConfig)
+	config.Impersonate = restclient.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
+	editor := clientset.NewForConfigOrDie(config).CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	const onlyResizers = "only a node-balloon-resizer may write the recorded balloon sizes"
+	err := refusedOnceLoaded(tCtx, t, func(dryRun ...string) error {
+		_, err := editor.Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-a":"cpu=1m,memory=1Mi"}}`), metav1.PatchOptions{DryRun: dryRun})
+		return err
+	})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyResizers)
+	expectError(t, editor.Delete(tCtx, "node-balloon-sizes", metav1.DeleteOptions{}), metav1.StatusReasonForbidden, onlyResizers)
+	if _, err := editor.Patch(tCtx, "other", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the editor could not write another ConfigMap: %v", err)
 	}
 }
 
@@ -147,12 +185,14 @@ func daemonSetBalloon(name, nodeName string) *v1.Pod {
 func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
 	server, cs := startAPIServer(t, true, "--authorization-mode=RBAC")
 	tCtx := ktesting.Init(t)
-	for _, file := range []string{"balloon-sizes.yaml", "balloon-resizer-rbac.yaml", "balloon-resizer-policy.yaml", "balloon-size-policy.yaml"} {
-		applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", file))
-	}
+	applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", "balloon-sizes.yaml"))
+	// A record that does not parse, written before the policy that refuses it.
 	record := []byte(`{"data":{"node-a":"cpu=1500m,memory=3Gi","node-bad":"cpu=lots,memory=3Gi"}}`)
 	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for _, file := range []string{"balloon-resizer-rbac.yaml", "balloon-resizer-policy.yaml", "balloon-size-policy.yaml"} {
+		applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", file))
 	}
 	pods := cs.CoreV1().Pods(metav1.NamespaceSystem)
 	const finalizer = "kubernetes.io/balloon-protection"
@@ -229,4 +269,20 @@ func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
 	if _, err := agent.Patch(tCtx, "pinned", types.JSONPatchType, release, metav1.PatchOptions{}); err != nil {
 		t.Errorf("the agent could not remove the deleted balloon's finalizer: %v", err)
 	}
+}
+
+// refusedOnceLoaded returns try's error once it fails: a policy takes effect
+// once kube-apiserver has loaded it (they load one by one), and until then a
+// dry run, which admission sees too, asks without writing. It fails the test if
+// try never fails.
+func refusedOnceLoaded(ctx context.Context, t *testing.T, try func(dryRun ...string) error) error {
+	t.Helper()
+	var err error
+	if pollErr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		err = try(metav1.DryRunAll)
+		return err != nil, nil
+	}); pollErr != nil {
+		t.Fatalf("never refused: %v", pollErr)
+	}
+	return err
 }
