@@ -63,7 +63,7 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	vpa.Spec.TargetRef = &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"}
 	vpa.Spec.Scope = vpa_types.ScopeNode
 	vpa.Status.Recommendation = cpuMemRec("1", "1Gi")
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{nodescope.NodeIndex: nodescope.NodeIndexFunc})
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nodescope.Indexers())
 	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: vpa.Name + "-1", Namespace: vpa.Namespace,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "VerticalPodAutoscaler", Name: vpa.Name, UID: vpa.UID}}},
@@ -73,7 +73,7 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer}}
+	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer}, Role: nodescope.Updater}
 	attempts := map[types.UID]*vpa_types.RecommendedPodResources{pod.UID: cpuMemRec("2", "2Gi")}
 
 	factory, err := getRestrictionFactory(&rc, nil, nil, nil, 1, 0.5, baseclocktest.NewFakeClock(time.Time{}), map[string]time.Time{}, GetFakeCalculatorsWithFakeResourceCalc(), false)

@@ -21,6 +21,7 @@ package nodescope
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -29,7 +30,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -103,34 +106,90 @@ func PodNode(pod *corev1.Pod) string {
 	return node
 }
 
-// Lookup finds the per-node recommendations in an indexer of slices.
+// VPAIndex indexes slices by the UID of their owner VPA.
+const VPAIndex = "vpa"
+
+// VPAIndexFunc is the cache.IndexFunc of VPAIndex.
+func VPAIndexFunc(obj any) ([]string, error) {
+	s, ok := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, owner := range s.OwnerReferences {
+		if owner.Kind == "VerticalPodAutoscaler" {
+			keys = append(keys, string(owner.UID))
+		}
+	}
+	return keys, nil
+}
+
+// Indexers are the indexes a Lookup needs.
+func Indexers() cache.Indexers {
+	return cache.Indexers{NodeIndex: NodeIndexFunc, VPAIndex: VPAIndexFunc}
+}
+
+// Lookup finds the per-node recommendations in an indexer of slices (with
+// Indexers).
 type Lookup struct {
 	Indexer cache.Indexer
 	// Clock tells the age of the slices; nil: the real clock.
 	Clock clock.PassiveClock
+	// StaleAfter is the age from which a slice is stale; 0:
+	// vpa_alpha.SliceStaleAfter.
+	StaleAfter time.Duration
 }
 
-// NodeRecommendation returns the recommendation the slices owned by the VPA
-// hold for the node, or nil. A slice whose updateTime is missing or
-// vpa_alpha.SliceStaleAfter old is not used: its recommender stopped writing
-// (or predates the stamp), and the VPA's own recommendation is fresher.
-func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
+// NodeEntry returns the recommendation the slices owned by the VPA hold for
+// the node, or nil, and whether the slice it is in is fresh: its updateTime
+// younger than StaleAfter. A node found in two slices (a move between them
+// that a recommender restart cut short) takes the entry of the newer slice.
+func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*vpa_types.RecommendedPodResources, bool) {
 	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.UID, node))
 	if err != nil {
-		return nil
+		return nil, false
 	}
+	var rec *vpa_types.RecommendedPodResources
+	var newest *vpa_alpha.VerticalPodAutoscalerSlice
 	for _, obj := range objs {
 		s := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
-		if l.stale(s) {
+		if newest != nil && !newest.UpdateTime.Before(&s.UpdateTime) {
 			continue
 		}
 		for i := range s.Nodes {
 			if s.Nodes[i].NodeName == node {
-				return &s.Nodes[i].Recommendation
+				rec, newest = &s.Nodes[i].Recommendation, s
+				break
 			}
 		}
 	}
-	return nil
+	if rec == nil {
+		return nil, false
+	}
+	return rec, !l.stale(newest)
+}
+
+// NodeRecommendation returns the recommendation the slices owned by the VPA
+// hold for the node, fresh or not, or nil.
+func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
+	rec, _ := l.NodeEntry(vpa, node)
+	return rec
+}
+
+// AllStale tells whether the VPA owns slices and every one of them is stale:
+// the recommender has not written the VPA's per-node recommendations for
+// StaleAfter (all slices of a VPA are refreshed together).
+func (l *Lookup) AllStale(vpa *vpa_types.VerticalPodAutoscaler) bool {
+	objs, err := l.Indexer.ByIndex(VPAIndex, string(vpa.UID))
+	if err != nil || len(objs) == 0 {
+		return false
+	}
+	for _, obj := range objs {
+		if !l.stale(obj.(*vpa_alpha.VerticalPodAutoscalerSlice)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *Lookup) stale(s *vpa_alpha.VerticalPodAutoscalerSlice) bool {
@@ -138,7 +197,11 @@ func (l *Lookup) stale(s *vpa_alpha.VerticalPodAutoscalerSlice) bool {
 	if l.Clock != nil {
 		now = l.Clock.Now()
 	}
-	return s.UpdateTime.IsZero() || !now.Before(s.UpdateTime.Add(vpa_alpha.SliceStaleAfter))
+	after := l.StaleAfter
+	if after <= 0 {
+		after = vpa_alpha.SliceStaleAfter
+	}
+	return s.UpdateTime.IsZero() || !now.Before(s.UpdateTime.Add(after))
 }
 
 // NodeScoped tells whether a VPA of the given scope and target gets one
@@ -150,10 +213,12 @@ func NodeScoped(scope vpa_types.VerticalPodAutoscalerScope, target *autoscalingv
 	return scope == vpa_types.ScopeNode && target != nil && target.Kind == "DaemonSet" && features.Enabled(features.DaemonSetNodeScope)
 }
 
-// ForPod returns the VPA as the pod sees it: for a VPA with scope node and a
-// DaemonSet target (and the gate on) whose slices hold a fresh entry for the
-// pod's node, a copy whose status.recommendation is that node's; otherwise the VPA
-// itself, whose recommendation is the DaemonSet-wide one.
+// ForPod returns the VPA as a pod admitted now sees it: for a VPA with scope
+// node and a DaemonSet target (and the gate on) whose slices hold an entry for
+// the pod's node, a copy whose status.recommendation is that node's, fresh
+// or not (as upstream keeps applying a status.recommendation that its
+// recommender no longer updates); otherwise the VPA itself, whose
+// recommendation is the DaemonSet-wide one.
 func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
 	if vpa == nil || pod == nil || !NodeScoped(vpa.Spec.Scope, vpa.Spec.TargetRef) {
 		return vpa
@@ -166,22 +231,169 @@ func (l *Lookup) ForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *
 	if rec == nil {
 		return vpa
 	}
+	return withRecommendation(vpa, rec)
+}
+
+func withRecommendation(vpa *vpa_types.VerticalPodAutoscaler, rec *vpa_types.RecommendedPodResources) *vpa_types.VerticalPodAutoscaler {
 	scoped := vpa.DeepCopy()
 	scoped.Status.Recommendation = rec.DeepCopy()
 	return scoped
 }
 
-// RecommendationProcessor applies the recommendation of the pod's node (see
-// Lookup.ForPod) with another processor, so that resource policy, limit
-// ranges and update mode apply to it as to any recommendation.
+// RecommendationProcessor applies the recommendation of the pod's node with
+// another processor, so that resource policy, limit ranges and update mode
+// apply to it as to any recommendation. What the pod's node's recommendation
+// is depends on Role and Handshake (see VPAForPod).
 type RecommendationProcessor struct {
 	Inner  vpa_api_util.RecommendationProcessor
 	Lookup *Lookup
+	// Role is the component the processor decides for.
+	Role Role
+	// Handshake tells what the other component does; nil: the other
+	// component is taken to apply per-node recommendations and to see this
+	// one (tests).
+	Handshake *Handshake
 }
 
-// Apply implements vpa_api_util.RecommendationProcessor.
+// Decision is how a RecommendationProcessor treats a pod.
+type Decision int
+
+const (
+	// DaemonSetWide: the VPA's own (DaemonSet-wide) recommendation.
+	DaemonSetWide Decision = iota
+	// PerNode: the recommendation of the pod's node.
+	PerNode
+	// LeaveAlone (updater only): the pod's own requests, so that the updater
+	// neither evicts nor resizes it.
+	LeaveAlone
+)
+
+func (d Decision) String() string {
+	switch d {
+	case PerNode:
+		return "per-node"
+	case LeaveAlone:
+		return "leave alone"
+	}
+	return "DaemonSet-wide"
+}
+
+// Decide tells how the pod of the VPA is treated, with the node's entry for
+// PerNode, and why.
+//
+// The admission controller gives a pod its node's entry, fresh or stale
+// (the recommender's outage must not move pods to the DaemonSet-wide value),
+// and the DaemonSet-wide recommendation to a node without one; for a VPA
+// whose update mode lets the updater act (not Off or Initial) only while it
+// sees the updater's lease and its own is renewed (the updater then knows
+// it), and otherwise the DaemonSet-wide recommendation, which an updater
+// without the gate applies.
+//
+// The updater acts on a node's entry only while it sees the admission
+// controller's lease (so a new pod would get the same value), and on a fresh
+// one only; it leaves a pod alone when it cannot tell what the admission
+// controller does (its own lease not renewed, the admission controller's
+// unreadable), when the node's entry is stale, or when the node has none
+// and every slice of the VPA is stale (the recommender is not writing). With
+// the admission controller's lease missing or expired, it uses the
+// DaemonSet-wide recommendation, as the admission controller then does.
+func (p *RecommendationProcessor) Decide(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) (Decision, *vpa_types.RecommendedPodResources, string) {
+	if vpa == nil || pod == nil || !NodeScoped(vpa.Spec.Scope, vpa.Spec.TargetRef) {
+		return DaemonSetWide, nil, "not node-scoped"
+	}
+	node := PodNode(pod)
+	if node == "" {
+		return DaemonSetWide, nil, "no node"
+	}
+	peer, published := PeerOn, true
+	if p.Handshake != nil {
+		peer, published = p.Handshake.Peer(), p.Handshake.Published()
+	}
+	if p.Role == AdmissionController {
+		mode := vpa_api_util.GetUpdateMode(vpa)
+		if mode != vpa_types.UpdateModeOff && mode != vpa_types.UpdateModeInitial && (peer != PeerOn || !published) {
+			return DaemonSetWide, nil, fmt.Sprintf("updater %s, own lease renewed %t", peer, published)
+		}
+		rec := p.Lookup.NodeRecommendation(vpa, node)
+		if rec == nil {
+			return DaemonSetWide, nil, "no entry for node " + node
+		}
+		return PerNode, rec, ""
+	}
+	switch {
+	case !published:
+		return LeaveAlone, nil, "own lease not renewed: the admission controller may not apply per-node recommendations"
+	case peer == PeerUnknown:
+		return LeaveAlone, nil, "the admission controller's lease cannot be read"
+	case peer == PeerOff:
+		return DaemonSetWide, nil, "the admission controller does not apply per-node recommendations"
+	}
+	rec, fresh := p.Lookup.NodeEntry(vpa, node)
+	switch {
+	case rec != nil && fresh:
+		return PerNode, rec, ""
+	case rec != nil:
+		return LeaveAlone, nil, "the recommendation of node " + node + " is stale"
+	case p.Lookup.AllStale(vpa):
+		return LeaveAlone, nil, "no recommendation for node " + node + " and every slice of the VPA is stale"
+	}
+	return DaemonSetWide, nil, "no entry for node " + node
+}
+
+// VPAForPod returns the VPA as the pod sees it (see Decide): the VPA itself
+// for the DaemonSet-wide recommendation, or a copy whose
+// status.recommendation is the node's entry or, to leave the pod alone, the
+// pod's own requests as target and bounds.
+func (p *RecommendationProcessor) VPAForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
+	_, scoped := p.vpaForPod(vpa, pod)
+	return scoped
+}
+
+func (p *RecommendationProcessor) vpaForPod(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) (Decision, *vpa_types.VerticalPodAutoscaler) {
+	decision, rec, why := p.Decide(vpa, pod)
+	switch decision {
+	case PerNode:
+		return decision, withRecommendation(vpa, rec)
+	case LeaveAlone:
+		klog.V(4).InfoS("Per-node recommendations: leaving the pod alone", "pod", klog.KObj(pod), "vpa", klog.KObj(vpa), "reason", why)
+		return decision, withRecommendation(vpa, podRequests(pod))
+	}
+	if why != "not node-scoped" {
+		klog.V(5).InfoS("Per-node recommendations: the DaemonSet-wide recommendation", "role", p.Role, "pod", klog.KObj(pod), "vpa", klog.KObj(vpa), "reason", why)
+	}
+	return decision, vpa
+}
+
+// podRequests is a recommendation of the pod's own requests (CPU and memory)
+// as target, bounds and uncapped target: within its bounds and no change.
+func podRequests(pod *corev1.Pod) *vpa_types.RecommendedPodResources {
+	rec := &vpa_types.RecommendedPodResources{}
+	for _, c := range pod.Spec.Containers {
+		r := corev1.ResourceList{}
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[name]; ok {
+				r[name] = q.DeepCopy()
+			}
+		}
+		if len(r) == 0 {
+			continue
+		}
+		rec.ContainerRecommendations = append(rec.ContainerRecommendations, vpa_types.RecommendedContainerResources{
+			ContainerName: c.Name, Target: r, LowerBound: r.DeepCopy(), UpperBound: r.DeepCopy(), UncappedTarget: r.DeepCopy(),
+		})
+	}
+	return rec
+}
+
+// Apply implements vpa_api_util.RecommendationProcessor. A pod to leave
+// alone gets its own requests, without the inner processor (whose policy
+// could move them).
 func (p *RecommendationProcessor) Apply(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) (*vpa_types.RecommendedPodResources, vpa_api_util.ContainerToAnnotationsMap, error) {
-	return p.Inner.Apply(p.Lookup.ForPod(vpa, pod), pod)
+	decision, scoped := p.vpaForPod(vpa, pod)
+	if decision == LeaveAlone {
+		return scoped.Status.Recommendation, nil, nil
+	}
+	return p.Inner.Apply(scoped, pod)
 }
 
 // sliceResource is the resource of the slices, as the API server names it.
@@ -257,7 +469,7 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 		ListerWatcher: cache.NewListWatchFromClient(vpaClient.AutoscalingV1alpha1().RESTClient(), "verticalpodautoscalerslices", namespace, fields.Everything()),
 		Handler:       &cache.ResourceEventHandlerFuncs{},
 		ResyncPeriod:  time.Hour,
-		Indexers:      cache.Indexers{NodeIndex: NodeIndexFunc},
+		Indexers:      Indexers(),
 		Transform:     client.StripManagedFields,
 	})
 	go controller.Run(stopCh)
@@ -269,26 +481,58 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 	return &Lookup{Indexer: store.(cache.Indexer)}, nil
 }
 
+// Options are what WrapRecommendationProcessor needs of the component.
+type Options struct {
+	// Role is the component.
+	Role Role
+	// VPAClient reads the slices.
+	VPAClient *vpa_clientset.Clientset
+	// KubeClient reads and writes the leases of the handshake.
+	KubeClient kubernetes.Interface
+	// Namespace is the namespace the component watches
+	// (--vpa-object-namespace), empty for all.
+	Namespace string
+	// LeaseNamespace is the namespace of the handshake's leases (see
+	// LeaseNamespace).
+	LeaseNamespace string
+	// StaleAfter is the age from which the updater takes a slice as stale;
+	// 0: vpa_alpha.SliceStaleAfter. The admission controller uses stale
+	// slices as fresh ones.
+	StaleAfter time.Duration
+}
+
 // WrapRecommendationProcessor returns inner wrapped in a RecommendationProcessor
-// fed by a new Lookup when the DaemonSetNodeScope gate is on, and inner itself
-// otherwise (then no slice is ever read). It fails when the Lookup does.
-func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) (vpa_api_util.RecommendationProcessor, error) {
+// of the role, fed by a new Lookup and a started Handshake, when the
+// DaemonSetNodeScope gate is on, and inner itself otherwise (then no slice and
+// no lease is ever read). It fails when the Lookup does, or when the leases
+// are forbidden.
+func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, opts Options, stopCh <-chan struct{}) (vpa_api_util.RecommendationProcessor, error) {
 	if !features.Enabled(features.DaemonSetNodeScope) {
 		return inner, nil
 	}
-	lookup, err := NewLookup(vpaClient, namespace, stopCh)
+	lookup, err := NewLookup(opts.VPAClient, opts.Namespace, stopCh)
 	if err != nil {
 		return nil, err
 	}
-	return &RecommendationProcessor{Inner: inner, Lookup: lookup}, nil
+	lookup.StaleAfter = opts.StaleAfter
+	identity, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("cannot name the holder of lease of the %s: %w", opts.Role, err)
+	}
+	handshake := NewHandshake(opts.KubeClient.CoordinationV1(), opts.LeaseNamespace, opts.Role, identity+"_"+string(uuid.NewUUID()), nil)
+	if err := handshake.start(stopCh); err != nil {
+		return nil, err
+	}
+	return &RecommendationProcessor{Inner: inner, Lookup: lookup, Role: opts.Role, Handshake: handshake}, nil
 }
 
 // ForPod returns the VPA as the pod sees it through the recommendation
-// processor p: Lookup.ForPod when p is a RecommendationProcessor of this
-// package (the DaemonSetNodeScope gate on), the VPA itself otherwise.
+// processor p: RecommendationProcessor.VPAForPod when p is a
+// RecommendationProcessor of this package (the DaemonSetNodeScope gate on),
+// the VPA itself otherwise.
 func ForPod(p vpa_api_util.RecommendationProcessor, vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) *vpa_types.VerticalPodAutoscaler {
 	if scoped, ok := p.(*RecommendationProcessor); ok {
-		return scoped.Lookup.ForPod(vpa, pod)
+		return scoped.VPAForPod(vpa, pod)
 	}
 	return vpa
 }

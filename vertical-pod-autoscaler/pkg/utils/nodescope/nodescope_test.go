@@ -67,7 +67,7 @@ func sliceMeta(name, vpaName string, vpaUID types.UID) metav1.ObjectMeta {
 }
 
 func lookup(t *testing.T) *Lookup {
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
 	for _, s := range []*vpa_alpha.VerticalPodAutoscalerSlice{
 		{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
 			{NodeName: "busy", Recommendation: *podResources("2", "2Gi")},
@@ -260,35 +260,62 @@ func TestForPodIgnoresSlicesOfEarlierVPA(t *testing.T) {
 	}
 }
 
-// TestForPodFallsBackWhenStale: a slice the recommender has not written for
-// SliceStaleAfter (it stopped: RBAC, the gate off in the recommender only),
-// or one without updateTime, is not used: the pod gets the DaemonSet-wide
-// recommendation.
-func TestForPodFallsBackWhenStale(t *testing.T) {
+// TestStaleSlices: a slice the recommender has not written for StaleAfter
+// (it is down, or stopped writing: RBAC, the gate off in the recommender
+// only), or one without updateTime, is stale. The admission controller
+// gives a new pod the node's last recommendation all the same, as upstream
+// keeps applying a status.recommendation that no one updates; the updater
+// leaves the pod alone (its own requests as recommendation), instead of
+// moving it to the DaemonSet-wide value. A node without an entry gets the
+// DaemonSet-wide recommendation from both, unless every slice of the VPA is
+// stale: then the updater leaves its pod alone too.
+func TestStaleSlices(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	written := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name       string
 		updateTime time.Time
 		age        time.Duration
-		wantCPU    string
+		staleAfter time.Duration // 0: the default
+		node       string
+		// cpu targets: the pod requests 100m, the node's entry is 2, the DaemonSet-wide 300m
+		wantAdmission, wantUpdater string
 	}{
-		{name: "fresh", updateTime: written, age: vpa_alpha.SliceStaleAfter - time.Second, wantCPU: "2"},
-		{name: "stale", updateTime: written, age: vpa_alpha.SliceStaleAfter, wantCPU: "300m"},
-		{name: "without updateTime", age: 0, wantCPU: "300m"},
+		{name: "fresh", updateTime: written, age: vpa_alpha.SliceStaleAfter - time.Second, node: "busy", wantAdmission: "2", wantUpdater: "2"},
+		{name: "stale", updateTime: written, age: vpa_alpha.SliceStaleAfter, node: "busy", wantAdmission: "2", wantUpdater: "100m"},
+		{name: "stale after a day", updateTime: written, age: 24 * time.Hour, node: "busy", wantAdmission: "2", wantUpdater: "100m"},
+		{name: "without updateTime", age: 0, node: "busy", wantAdmission: "2", wantUpdater: "100m"},
+		{name: "stale by a shorter bound", updateTime: written, age: time.Minute, staleAfter: time.Minute, node: "busy", wantAdmission: "2", wantUpdater: "100m"},
+		{name: "fresh within a shorter bound", updateTime: written, age: time.Minute - time.Second, staleAfter: time.Minute, node: "busy", wantAdmission: "2", wantUpdater: "2"},
+		{name: "no entry, slices fresh", updateTime: written, age: time.Minute, node: "new", wantAdmission: "300m", wantUpdater: "300m"},
+		{name: "no entry, every slice stale", updateTime: written, age: vpa_alpha.SliceStaleAfter, node: "new", wantAdmission: "300m", wantUpdater: "100m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{NodeIndex: NodeIndexFunc})
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
 			if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
 				ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(tc.updateTime),
 				Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *podResources("2", "2Gi")}},
 			}); err != nil {
 				t.Fatal(err)
 			}
-			l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age))}
-			got := l.ForPod(daemonSetVPA(vpa_types.ScopeNode, nil), daemonSetPod("busy", true)).Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]
-			if got.Cmp(resource.MustParse(tc.wantCPU)) != 0 {
-				t.Errorf("cpu target %s, want %s", got.String(), tc.wantCPU)
+			l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age)), StaleAfter: tc.staleAfter}
+			for _, c := range []struct {
+				role Role
+				want string
+			}{{AdmissionController, tc.wantAdmission}, {Updater, tc.wantUpdater}} {
+				p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: c.role}
+				rec, _, err := p.Apply(daemonSetVPA(vpa_types.ScopeNode, nil), daemonSetPod(tc.node, true))
+				if err != nil {
+					t.Fatalf("%s: %v", c.role, err)
+				}
+				r := rec.ContainerRecommendations[0]
+				if got := r.Target[corev1.ResourceCPU]; got.Cmp(resource.MustParse(c.want)) != 0 {
+					t.Errorf("%s: cpu target %s, want %s", c.role, got.String(), c.want)
+				}
+				lower, upper := r.LowerBound[corev1.ResourceCPU], r.UpperBound[corev1.ResourceCPU]
+				if lower.Cmp(resource.MustParse(c.want)) != 0 || upper.Cmp(resource.MustParse(c.want)) != 0 {
+					t.Errorf("%s: cpu bounds [%s, %s], want both %s", c.role, lower.String(), upper.String(), c.want)
+				}
 			}
 		})
 	}

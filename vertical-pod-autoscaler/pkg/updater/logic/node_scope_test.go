@@ -1,0 +1,330 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package logic
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.uber.org/mock/gomock"
+	"golang.org/x/time/rate"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
+	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
+	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
+	target_mock "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/mock"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater/priority"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater/restriction"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater/utils"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/test"
+	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+// A node-scoped VPA of the DaemonSet agent on two nodes: the DaemonSet-wide
+// recommendation is 300m (bounds 300m), node busy's 2 and node quiet's 50m
+// (bounds equal to the targets), so that a pod at one of the three values is
+// outside the bounds of each other.
+const (
+	nsWide  = "300m"
+	nsBusy  = "2"
+	nsQuiet = "50m"
+)
+
+func nsRec(cpu string) *vpa_types.RecommendedPodResources {
+	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	return &vpa_types.RecommendedPodResources{ContainerRecommendations: []vpa_types.RecommendedContainerResources{{
+		ContainerName: "agent", Target: r, LowerBound: r, UpperBound: r, UncappedTarget: r,
+	}}}
+}
+
+var nsDaemonSet = metav1.TypeMeta{Kind: "DaemonSet", APIVersion: "apps/v1"}
+
+func nsVPA(mode vpa_types.UpdateMode) *vpa_types.VerticalPodAutoscaler {
+	return &vpa_types.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "agent-uid"},
+		Spec: vpa_types.VerticalPodAutoscalerSpec{
+			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent"},
+			Scope:        vpa_types.ScopeNode,
+			UpdatePolicy: &vpa_types.PodUpdatePolicy{UpdateMode: &mode},
+		},
+		Status: vpa_types.VerticalPodAutoscalerStatus{Recommendation: nsRec(nsWide)},
+	}
+}
+
+// nsLookup holds the VPA's slice as the recommender wrote it at written.
+func nsLookup(t *testing.T, clk *clocktesting.FakeClock, written time.Time) *nodescope.Lookup {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nodescope.Indexers())
+	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: vpa_types.SchemeGroupVersion.String(), Kind: "VerticalPodAutoscaler", Name: "agent", UID: "agent-uid", Controller: ptr.To(true),
+		}}},
+		VPAName:    "agent",
+		UpdateTime: metav1.NewTime(written),
+		Nodes: []vpa_alpha.NodeRecommendation{
+			{NodeName: "busy", Recommendation: *nsRec(nsBusy)},
+			{NodeName: "quiet", Recommendation: *nsRec(nsQuiet)},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &nodescope.Lookup{Indexer: indexer, Clock: clk}
+}
+
+// nsPod is the DaemonSet's pod on the node, as the DaemonSet controller
+// creates it (pinned by node affinity, template request 100m), bound.
+func nsPod(node string) *corev1.Pod {
+	ds := metav1.ObjectMeta{Name: "agent", Namespace: "default", UID: "ds-uid"}
+	pod := test.Pod().WithName("agent-"+node).WithUID(types.UID("agent-"+node)).
+		AddContainer(test.Container().WithName("agent").WithCPURequest(resource.MustParse("100m")).Get()).
+		WithCreator(&ds, &nsDaemonSet).WithLabels(map[string]string{"app": "agent"}).Get()
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}},
+		}}},
+	}}}
+	return pod
+}
+
+// admit gives the pod the CPU request that the processor of an admission
+// controller gives it (through its recommendation provider), and binds it.
+func admit(t *testing.T, processor vpa_api_util.RecommendationProcessor, vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) string {
+	t.Helper()
+	resources, _, err := recommendation.NewProvider(limitrange.NewNoopLimitsCalculator(), processor).GetContainersResourcesForPod(pod, vpa)
+	if err != nil || len(resources) != 1 {
+		t.Fatalf("admission: resources %v, err %v", resources, err)
+	}
+	cpu := resources[0].Requests[corev1.ResourceCPU]
+	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = cpu
+	pod.Spec.NodeName = pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0]
+	return cpu.String()
+}
+
+// runUpdater runs one loop of the updater with the processor over the pods
+// and returns the pods it evicted and those it resized in place.
+func runUpdater(t *testing.T, processor vpa_api_util.RecommendationProcessor, vpa *vpa_types.VerticalPodAutoscaler, pods []*corev1.Pod) (evicted, resized []string) {
+	t.Helper()
+	ctrl := gomock.NewController(t)
+	eviction := &test.PodsEvictionRestrictionMock{}
+	inplace := &test.PodsInPlaceRestrictionMock{}
+	for _, pod := range pods {
+		eviction.On("CanEvict", pod).Return(true)
+		eviction.On("Evict", pod, nil).Return(nil).Run(func(args mock.Arguments) { evicted = append(evicted, args.Get(0).(*corev1.Pod).Name) })
+		inplace.On("CanInPlaceUpdate", pod).Return(utils.InPlaceApproved)
+		inplace.On("InPlaceUpdate", pod, nil).Return(nil).Run(func(args mock.Arguments) { resized = append(resized, args.Get(0).(*corev1.Pod).Name) })
+	}
+	vpaLister := &test.VerticalPodAutoscalerListerMock{}
+	vpaLister.On("List").Return([]*vpa_types.VerticalPodAutoscaler{vpa}, nil).Once()
+	podLister := &test.PodListerMock{}
+	podLister.On("List").Return(pods, nil)
+	selectorFetcher := target_mock.NewMockVpaTargetSelectorFetcher(ctrl)
+	selectorFetcher.EXPECT().Fetch(gomock.Eq(vpa)).AnyTimes().Return(parseLabelSelector("app = agent"), nil)
+	u := &updater{
+		vpaLister:               vpaLister,
+		podLister:               podLister,
+		restrictionFactory:      &restriction.FakePodsRestrictionFactory{Eviction: eviction, InPlace: inplace},
+		evictionRateLimiter:     rate.NewLimiter(rate.Inf, 0),
+		inPlaceRateLimiter:      rate.NewLimiter(rate.Inf, 0),
+		evictionAdmission:       priority.NewDefaultPodEvictionAdmission(),
+		recommendationProcessor: processor,
+		selectorFetcher:         selectorFetcher,
+		controllerFetcher:       controllerfetcher.FakeControllerFetcher{},
+		priorityProcessor:       priority.NewProcessor(),
+		infeasibleAttempts:      map[types.UID]*vpa_types.RecommendedPodResources{},
+		// The updater's defaults.
+		defaultUpdateThreshold:     0.1,
+		podLifetimeUpdateThreshold: 12 * time.Hour,
+		evictAfterOOMThreshold:     10 * time.Minute,
+	}
+	u.RunOnce(context.Background())
+	return evicted, resized
+}
+
+// components are an admission controller and an updater, each with the
+// DaemonSetNodeScope gate on or off, and the leases through which those
+// with the gate see each other.
+type components struct {
+	admission, updater vpa_api_util.RecommendationProcessor
+	syncs              []*nodescope.Handshake
+}
+
+func newComponents(t *testing.T, clk *clocktesting.FakeClock, lookup *nodescope.Lookup, admissionOn, updaterOn bool) *components {
+	capping := vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator())
+	leases := fake.NewClientset().CoordinationV1()
+	c := &components{admission: capping, updater: capping}
+	if updaterOn {
+		h := nodescope.NewHandshake(leases, "kube-system", nodescope.Updater, "updater", clk)
+		c.updater = &nodescope.RecommendationProcessor{Inner: capping, Lookup: lookup, Role: nodescope.Updater, Handshake: h}
+		c.syncs = append(c.syncs, h)
+	}
+	if admissionOn {
+		h := nodescope.NewHandshake(leases, "kube-system", nodescope.AdmissionController, "admission", clk)
+		c.admission = &nodescope.RecommendationProcessor{Inner: capping, Lookup: lookup, Role: nodescope.AdmissionController, Handshake: h}
+		c.syncs = append(c.syncs, h)
+	}
+	c.sync(t)
+	c.sync(t)
+	return c
+}
+
+// sync runs one round of the components' lease syncs, as their background
+// loops do every LeaseSyncInterval.
+func (c *components) sync(t *testing.T) {
+	t.Helper()
+	for _, h := range c.syncs {
+		if err := h.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNodeScopeSkew: for every combination of the DaemonSetNodeScope gate in
+// the recommender (its slices fresh, or written an hour ago and not since),
+// the admission controller and the updater, a pod admitted now is neither
+// evicted nor resized by the updater's next loop: no eviction loop. Before,
+// an updater with the gate on evicted the pods that an admission controller
+// without it had given the DaemonSet-wide value (outside their node's
+// bounds), and an updater without it those that an admission controller
+// with it had given their node's value (outside the DaemonSet-wide bounds),
+// every loop.
+func TestNodeScopeSkew(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.InPlace, true)
+	for _, tc := range []struct {
+		recommender, admission, updater bool
+		// what the admission controller gives the pods on busy and quiet
+		wantBusy, wantQuiet string
+	}{
+		{true, true, true, nsBusy, nsQuiet},
+		{true, true, false, nsWide, nsWide},
+		{true, false, true, nsWide, nsWide},
+		{true, false, false, nsWide, nsWide},
+		{false, true, true, nsBusy, nsQuiet},
+		{false, true, false, nsWide, nsWide},
+		{false, false, true, nsWide, nsWide},
+		{false, false, false, nsWide, nsWide},
+	} {
+		for _, mode := range []vpa_types.UpdateMode{vpa_types.UpdateModeRecreate, vpa_types.UpdateModeInPlaceOrRecreate} {
+			name := fmt.Sprintf("recommender %s, admission controller %s, updater %s, %s", onOff(tc.recommender), onOff(tc.admission), onOff(tc.updater), mode)
+			t.Run(name, func(t *testing.T) {
+				clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+				written := clk.Now()
+				if !tc.recommender {
+					written = written.Add(-time.Hour)
+				}
+				c := newComponents(t, clk, nsLookup(t, clk, written), tc.admission, tc.updater)
+				vpa := nsVPA(mode)
+				busy, quiet := nsPod("busy"), nsPod("quiet")
+				if got := admit(t, c.admission, vpa, busy); got != tc.wantBusy {
+					t.Errorf("admitted on busy with cpu %s, want %s", got, tc.wantBusy)
+				}
+				if got := admit(t, c.admission, vpa, quiet); got != tc.wantQuiet {
+					t.Errorf("admitted on quiet with cpu %s, want %s", got, tc.wantQuiet)
+				}
+				for loop := 0; loop < 2; loop++ {
+					evicted, resized := runUpdater(t, c.updater, vpa, []*corev1.Pod{busy, quiet})
+					if len(evicted) > 0 || len(resized) > 0 {
+						t.Errorf("loop %d: the updater evicted %v and resized %v the pods just admitted, want none", loop, evicted, resized)
+					}
+					clk.Step(nodescope.LeaseSyncInterval)
+					c.sync(t)
+				}
+			})
+		}
+	}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// TestNodeScopeOutageMovesNothing: the recommender stops writing (down,
+// OOM-killed, its writes failing) for longer than the updater's staleness
+// bound. The pods keep their node's value: the updater neither evicts nor
+// resizes them, and a pod created meanwhile gets its node's last value.
+// Before, the updater moved both pods to the DaemonSet-wide value once the
+// slice was stale, and the admission controller gave new pods that value.
+func TestNodeScopeOutageMovesNothing(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.InPlace, true)
+	for _, mode := range []vpa_types.UpdateMode{vpa_types.UpdateModeRecreate, vpa_types.UpdateModeInPlaceOrRecreate} {
+		t.Run(string(mode), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			lookup := nsLookup(t, clk, clk.Now())
+			c := newComponents(t, clk, lookup, true, true)
+			vpa := nsVPA(mode)
+			busy, quiet := nsPod("busy"), nsPod("quiet")
+			admit(t, c.admission, vpa, busy)
+			admit(t, c.admission, vpa, quiet)
+			// A pod whose request is not its node's value: the updater acts
+			// on it while the slice is fresh, so the checks below are not
+			// passed by an updater that does nothing.
+			moved := nsPod("busy")
+			admit(t, c.admission, vpa, moved)
+			moved.Name, moved.UID = "agent-busy-moved", "agent-busy-moved"
+			moved.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+			evicted, resized := runUpdater(t, c.updater, vpa, []*corev1.Pod{busy, quiet, moved})
+			if acted := append(evicted, resized...); len(acted) != 1 || acted[0] != moved.Name {
+				t.Fatalf("fresh slice: evicted %v, resized %v; want only %s", evicted, resized, moved.Name)
+			}
+
+			// The recommender is down: the slice is not written again. The
+			// admission controller and the updater keep syncing their leases.
+			for age := time.Duration(0); age <= 2*vpa_alpha.SliceStaleAfter; age += nodescope.LeaseSyncInterval {
+				clk.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).Add(age))
+				c.sync(t)
+				if age%(5*time.Minute) != 0 {
+					continue
+				}
+				evicted, resized := runUpdater(t, c.updater, vpa, []*corev1.Pod{busy, quiet})
+				if len(evicted) > 0 || len(resized) > 0 {
+					t.Errorf("recommender down for %v: evicted %v, resized %v; want none", age, evicted, resized)
+				}
+			}
+			stale := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).Add(2 * vpa_alpha.SliceStaleAfter)
+			if clk.Now() != stale {
+				t.Fatalf("clock at %v, want %v", clk.Now(), stale)
+			}
+			evicted, resized = runUpdater(t, c.updater, vpa, []*corev1.Pod{moved})
+			if len(evicted) > 0 || len(resized) > 0 {
+				t.Errorf("recommender down: the pod outside its node's stale bounds was evicted %v, resized %v; want left alone", evicted, resized)
+			}
+			if got := admit(t, c.admission, vpa, nsPod("busy")); got != nsBusy {
+				t.Errorf("recommender down: a new pod on busy gets cpu %s, want its node's last %s", got, nsBusy)
+			}
+		})
+	}
+}
