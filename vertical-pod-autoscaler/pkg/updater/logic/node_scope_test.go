@@ -26,6 +26,7 @@ import (
 	"go.uber.org/mock/gomock"
 	"golang.org/x/time/rate"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,34 +176,77 @@ func runUpdater(t *testing.T, processor vpa_api_util.RecommendationProcessor, vp
 // with the gate see each other.
 type components struct {
 	admission, updater vpa_api_util.RecommendationProcessor
-	syncs              []*nodescope.Handshake
+	// the handshakes of those with the gate; nil: the gate off or not running
+	admissionH, updaterH *nodescope.Handshake
+	// whether the admission controller runs (and renews its status lease)
+	admissionDown bool
+	client        *fake.Clientset
+	clock         *clocktesting.FakeClock
+	lookup        *nodescope.Lookup
 }
 
+// newComponents starts them and lets them sync for a minute.
 func newComponents(t *testing.T, clk *clocktesting.FakeClock, lookup *nodescope.Lookup, admissionOn, updaterOn bool) *components {
 	capping := vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator())
-	leases := fake.NewClientset().CoordinationV1()
-	c := &components{admission: capping, updater: capping}
+	c := &components{admission: capping, updater: capping, client: fake.NewClientset(), clock: clk, lookup: lookup}
 	if updaterOn {
-		h := nodescope.NewHandshake(leases, "kube-system", nodescope.Updater, "updater", clk)
-		c.updater = &nodescope.RecommendationProcessor{Inner: capping, Lookup: lookup, Role: nodescope.Updater, Handshake: h}
-		c.syncs = append(c.syncs, h)
+		c.startUpdater("updater")
 	}
 	if admissionOn {
-		h := nodescope.NewHandshake(leases, "kube-system", nodescope.AdmissionController, "admission", clk)
-		c.admission = &nodescope.RecommendationProcessor{Inner: capping, Lookup: lookup, Role: nodescope.AdmissionController, Handshake: h}
-		c.syncs = append(c.syncs, h)
+		c.startAdmission("admission")
 	}
 	c.sync(t)
-	c.sync(t)
+	for i := 0; i < 5; i++ {
+		clk.Step(nodescope.LeaseSyncInterval)
+		c.sync(t)
+	}
 	return c
 }
 
+// startUpdater starts an updater process with the gate.
+func (c *components) startUpdater(id string) {
+	c.updaterH = nodescope.NewHandshake(c.client.CoordinationV1(), "kube-system", nodescope.Updater, id, "vpa-admission-controller", c.clock)
+	c.updater = &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()),
+		Lookup: c.lookup, Role: nodescope.Updater, Handshake: c.updaterH}
+}
+
+// startAdmission starts an admission controller process with the gate.
+func (c *components) startAdmission(id string) {
+	c.admissionH = nodescope.NewHandshake(c.client.CoordinationV1(), "kube-system", nodescope.AdmissionController, id, "", c.clock)
+	c.admission = &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()),
+		Lookup: c.lookup, Role: nodescope.AdmissionController, Handshake: c.admissionH}
+}
+
 // sync runs one round of the components' lease syncs, as their background
-// loops do every LeaseSyncInterval.
+// loops do every LeaseSyncInterval, and of the admission controller's status
+// lease, which it renews whatever its gate (upstream's status updater, which
+// a starting admission controller begins after its node scope handshake).
 func (c *components) sync(t *testing.T) {
 	t.Helper()
-	for _, h := range c.syncs {
-		if err := h.Sync(context.Background()); err != nil {
+	if c.admissionH != nil {
+		if err := c.admissionH.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.admissionDown {
+		leases := c.client.CoordinationV1().Leases("kube-system")
+		now := metav1.NewMicroTime(c.clock.Now())
+		status, err := leases.Get(context.Background(), "vpa-admission-controller", metav1.GetOptions{})
+		if err != nil {
+			_, err = leases.Create(context.Background(), &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "vpa-admission-controller", Namespace: "kube-system"},
+				Spec:       coordinationv1.LeaseSpec{RenewTime: &now},
+			}, metav1.CreateOptions{})
+		} else {
+			status.Spec.RenewTime = &now
+			_, err = leases.Update(context.Background(), status, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.updaterH != nil {
+		if err := c.updaterH.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -327,4 +371,85 @@ func TestNodeScopeOutageMovesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeScopeRestartsMoveNothing: the handshake itself moves no pod when
+// the updater or the admission controller restarts. While the updater is
+// down for two minutes the admission controller stops renewing its lease
+// (and gives new pods the DaemonSet-wide value); the restarted updater
+// leaves the pods alone until it is settled and the admission controller's
+// renewed lease is two intervals old, then acts on per-node bounds. While
+// the admission controller is down for a minute its node scope lease
+// expires and its status lease is not renewed: the updater leaves the pods
+// alone. (The DaemonSet-wide bounds exclude both pods' values: an updater
+// that took the expired lease as "off" would move them.)
+func TestNodeScopeRestartsMoveNothing(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	lookup := nsLookup(t, clk, clk.Now())
+	c := newComponents(t, clk, lookup, true, true)
+	vpa := nsVPA(vpa_types.UpdateModeRecreate)
+	busy, quiet := nsPod("busy"), nsPod("quiet")
+	admit(t, c.admission, vpa, busy)
+	admit(t, c.admission, vpa, quiet)
+	// step moves on by a sync interval: the running components sync, then
+	// the updater, if it runs, runs a loop.
+	step := func(what string) {
+		t.Helper()
+		clk.Step(nodescope.LeaseSyncInterval)
+		// The slice stays fresh: the recommender runs.
+		if err := lookup.Indexer.Update(freshSlice(t, lookup, clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		c.sync(t)
+		if c.updaterH == nil {
+			return
+		}
+		evicted, resized := runUpdater(t, c.updater, vpa, []*corev1.Pod{busy, quiet})
+		if len(evicted) > 0 || len(resized) > 0 {
+			t.Errorf("%s, at %v: evicted %v, resized %v; want none", what, clk.Now().Format(time.TimeOnly), evicted, resized)
+		}
+	}
+	c.updaterH = nil
+	for i := 0; i < 12; i++ {
+		step("the updater is down")
+	}
+	if got := admit(t, c.admission, vpa, nsPod("busy")); got != nsWide {
+		t.Errorf("the updater is down: a new pod gets cpu %s, want the DaemonSet-wide %s", got, nsWide)
+	}
+	c.startUpdater("updater-2")
+	for i := 0; i < 12; i++ {
+		step("the updater restarted")
+	}
+	moved := nsPod("busy")
+	admit(t, c.admission, vpa, moved)
+	moved.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+	if evicted, _ := runUpdater(t, c.updater, vpa, []*corev1.Pod{moved}); len(evicted) != 1 {
+		t.Errorf("the updater restarted two minutes ago: a pod outside its node's bounds is not evicted (%v)", evicted)
+	}
+
+	c.admissionH, c.admissionDown = nil, true
+	for i := 0; i < 6; i++ {
+		step("the admission controller is down")
+	}
+	c.startAdmission("admission-2")
+	c.admissionDown = false
+	for i := 0; i < 6; i++ {
+		step("the admission controller restarted")
+	}
+	if got := admit(t, c.admission, vpa, nsPod("busy")); got != nsBusy {
+		t.Errorf("the admission controller restarted a minute ago: a new pod gets cpu %s, want its node's %s", got, nsBusy)
+	}
+}
+
+// freshSlice is the lookup's slice as the recommender rewrites it at now.
+func freshSlice(t *testing.T, lookup *nodescope.Lookup, now time.Time) *vpa_alpha.VerticalPodAutoscalerSlice {
+	t.Helper()
+	obj, ok, err := lookup.Indexer.GetByKey("default/agent-1")
+	if err != nil || !ok {
+		t.Fatalf("slice: %v %v", ok, err)
+	}
+	s := obj.(*vpa_alpha.VerticalPodAutoscalerSlice).DeepCopy()
+	s.UpdateTime = metav1.NewTime(now)
+	return s
 }

@@ -123,21 +123,33 @@ type Handshake struct {
 	// publishIf tells whether to renew the own lease, given the peer's state.
 	publishIf func(PeerState) bool
 
-	mu         sync.Mutex
-	peerLease  *coordinationv1.Lease // the last one read; nil: not found
-	peerReadAt time.Time             // last successful read; zero: never
-	renewedAt  time.Time             // last successful renewal of the own lease; zero: never
+	// status is the admission controller's status lease (upstream's, renewed
+	// whatever the gate), which the updater reads too; empty for the
+	// admission controller.
+	status string
+	role   Role
+
+	mu          sync.Mutex
+	peerLease   *coordinationv1.Lease // the last one read; nil: not found
+	statusLease *coordinationv1.Lease // the last one read; nil: not found
+	peerReadAt  time.Time             // last successful read; zero: never
+	renewedAt   time.Time             // last successful renewal of the own lease; zero: never
+	// publishedSince is the first renewal of the own lease since which it
+	// never expired.
+	publishedSince time.Time
 }
 
 // NewHandshake returns the handshake of role, over the leases in namespace
-// of client, with identity as holder of the own lease. clk nil: the real clock.
-func NewHandshake(client typedcoordinationv1.LeasesGetter, namespace string, role Role, identity string, clk clock.PassiveClock) *Handshake {
+// of client, with identity as holder of the own lease. The updater reads the
+// admission controller's status lease, statusLease, too (ignored for the
+// admission controller). clk nil: the real clock.
+func NewHandshake(client typedcoordinationv1.LeasesGetter, namespace string, role Role, identity, statusLease string, clk clock.PassiveClock) *Handshake {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	h := &Handshake{leases: client.Leases(namespace), namespace: namespace, identity: identity, clock: clk}
+	h := &Handshake{leases: client.Leases(namespace), namespace: namespace, identity: identity, clock: clk, role: role}
 	if role == Updater {
-		h.own, h.peer = UpdaterLeaseName, AdmissionControllerLeaseName
+		h.own, h.peer, h.status = UpdaterLeaseName, AdmissionControllerLeaseName, statusLease
 		h.publishIf = func(PeerState) bool { return true }
 	} else {
 		h.own, h.peer = AdmissionControllerLeaseName, UpdaterLeaseName
@@ -146,23 +158,31 @@ func NewHandshake(client typedcoordinationv1.LeasesGetter, namespace string, rol
 	return h
 }
 
-// Sync reads the peer's lease, then renews the own lease if the role
+// Sync reads the peer's lease (and for the updater the admission
+// controller's status lease), then renews the own lease if the role
 // publishes in the peer's state. It returns the first error.
 func (h *Handshake) Sync(ctx context.Context) error {
-	lease, err := h.leases.Get(ctx, h.peer, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		h.setPeer(nil)
-		err = nil
-	case err != nil:
-		err = fmt.Errorf("cannot read lease %s/%s: %w", h.namespace, h.peer, err)
-	default:
-		h.setPeer(lease)
+	peer, err := h.read(ctx, h.peer)
+	var status *coordinationv1.Lease
+	if err == nil && h.status != "" {
+		status, err = h.read(ctx, h.status)
+	}
+	if err == nil {
+		h.mu.Lock()
+		h.peerLease, h.statusLease, h.peerReadAt = peer, status, h.clock.Now()
+		h.mu.Unlock()
 	}
 	if !h.publishIf(h.Peer()) {
 		return err
 	}
-	if rerr := h.renew(ctx); rerr != nil {
+	h.mu.Lock()
+	now := h.clock.Now()
+	since := h.publishedSince
+	if h.renewedAt.IsZero() || !now.Before(h.renewedAt.Add(LeaseDuration)) {
+		since = now
+	}
+	h.mu.Unlock()
+	if rerr := h.renew(ctx, now, since); rerr != nil {
 		rerr = fmt.Errorf("cannot renew lease %s/%s: %w", h.namespace, h.own, rerr)
 		if err == nil {
 			err = rerr
@@ -170,19 +190,27 @@ func (h *Handshake) Sync(ctx context.Context) error {
 		return err
 	}
 	h.mu.Lock()
-	h.renewedAt = h.clock.Now()
+	h.publishedSince, h.renewedAt = since, now
 	h.mu.Unlock()
 	return err
 }
 
-func (h *Handshake) setPeer(lease *coordinationv1.Lease) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.peerLease, h.peerReadAt = lease, h.clock.Now()
+// read returns the lease of that name, nil when there is none.
+func (h *Handshake) read(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	lease, err := h.leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read lease %s/%s: %w", h.namespace, name, err)
+	}
+	return lease, nil
 }
 
-func (h *Handshake) renew(ctx context.Context) error {
-	now := metav1.NewMicroTime(h.clock.Now())
+// renew writes the own lease renewed at now, acquired (published without a
+// break) since since.
+func (h *Handshake) renew(ctx context.Context, renewed, since time.Time) error {
+	now, acquired := metav1.NewMicroTime(renewed), metav1.NewMicroTime(since)
 	lease, err := h.leases.Get(ctx, h.own, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = h.leases.Create(ctx, &coordinationv1.Lease{
@@ -190,7 +218,7 @@ func (h *Handshake) renew(ctx context.Context) error {
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(h.identity),
 				LeaseDurationSeconds: ptr.To(int32(LeaseDuration / time.Second)),
-				AcquireTime:          &now,
+				AcquireTime:          &acquired,
 				RenewTime:            &now,
 			},
 		}, metav1.CreateOptions{})
@@ -204,6 +232,7 @@ func (h *Handshake) renew(ctx context.Context) error {
 	}
 	lease.Spec.HolderIdentity = ptr.To(h.identity)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(LeaseDuration / time.Second))
+	lease.Spec.AcquireTime = &acquired
 	lease.Spec.RenewTime = &now
 	_, err = h.leases.Update(ctx, lease, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
@@ -212,9 +241,18 @@ func (h *Handshake) renew(ctx context.Context) error {
 	return err
 }
 
-// Peer is the state of the peer now: unknown when its lease was not read
-// successfully within the last three sync intervals, off when it was missing
-// or its last renewal is older than its duration, on otherwise.
+// Peer is the state of the peer now: unknown when its leases were not read
+// successfully within the last three sync intervals; on while its lease is
+// younger than its duration; off when it has none. An expired lease is off
+// for the admission controller. For the updater it is off only when the
+// admission controller renewed its status lease after its node scope lease
+// expired (it runs, and does not apply per-node recommendations), and
+// unknown otherwise (it may be down or restarting, and apply them again).
+// For the updater, a valid lease of the admission controller that was
+// acquired (published without a break) less than two sync intervals before
+// its last renewal is unknown too: the admission controller begins to give
+// pods their node's recommendation only two sync intervals after it begins
+// to publish (see Settled).
 func (h *Handshake) Peer() PeerState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -223,13 +261,30 @@ func (h *Handshake) Peer() PeerState {
 		return PeerUnknown
 	}
 	l := h.peerLease
-	if l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+	if l == nil || l.Spec.RenewTime == nil {
 		return PeerOff
 	}
-	if now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)) {
+	expiry := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	switch {
+	case now.Before(expiry) && h.role == Updater && (l.Spec.AcquireTime == nil || l.Spec.RenewTime.Sub(l.Spec.AcquireTime.Time) < 2*LeaseSyncInterval):
+		return PeerUnknown
+	case now.Before(expiry):
 		return PeerOn
+	case h.status == "":
+		return PeerOff
+	case h.statusLease != nil && statusRenewed(h.statusLease).After(expiry):
+		return PeerOff
 	}
-	return PeerOff
+	return PeerUnknown
+}
+
+// statusRenewed is when upstream's status lease was last written: its
+// renewTime, or its creation (upstream creates it without renewTime).
+func statusRenewed(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(l.CreationTimestamp.Time) {
+		return l.Spec.RenewTime.Time
+	}
+	return l.CreationTimestamp.Time
 }
 
 // Published tells whether the own lease was renewed within LeaseDuration,
@@ -238,6 +293,29 @@ func (h *Handshake) Published() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.renewedAt.IsZero() && h.clock.Now().Before(h.renewedAt.Add(LeaseDuration))
+}
+
+// Settled tells whether the own lease has been published long enough that
+// the peer has reacted to it: the peer reads it every LeaseSyncInterval
+// and, the admission controller, renews its own in the same sync. For the
+// admission controller: published without a break for two sync intervals
+// (the updater has read it since). For the updater: its last read of the
+// admission controller's leases came two sync intervals or more after it
+// began to publish (the admission controller had read its lease and renewed
+// its own by then), so that a missing or expired lease of the admission
+// controller is an answer and not the lag of a start.
+func (h *Handshake) Settled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	if h.renewedAt.IsZero() || !now.Before(h.renewedAt.Add(LeaseDuration)) {
+		return false
+	}
+	settledAt := h.publishedSince.Add(2 * LeaseSyncInterval)
+	if h.role == Updater {
+		return !h.peerReadAt.Before(settledAt)
+	}
+	return !now.Before(settledAt)
 }
 
 // Run syncs every LeaseSyncInterval until ctx is done, logging errors.

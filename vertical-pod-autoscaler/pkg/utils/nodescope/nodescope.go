@@ -285,18 +285,21 @@ func (d Decision) String() string {
 // (the recommender's outage must not move pods to the DaemonSet-wide value),
 // and the DaemonSet-wide recommendation to a node without one; for a VPA
 // whose update mode lets the updater act (not Off or Initial) only while it
-// sees the updater's lease and its own is renewed (the updater then knows
-// it), and otherwise the DaemonSet-wide recommendation, which an updater
-// without the gate applies.
+// sees the updater's lease and its own has been renewed for two sync
+// intervals (the updater has seen it), and otherwise the DaemonSet-wide
+// recommendation, which an updater without the gate applies.
 //
 // The updater acts on a node's entry only while it sees the admission
 // controller's lease (so a new pod would get the same value), and on a fresh
-// one only; it leaves a pod alone when it cannot tell what the admission
+// one only. It leaves a pod alone when it cannot tell what the admission
 // controller does (its own lease not renewed, the admission controller's
-// unreadable), when the node's entry is stale, or when the node has none
-// and every slice of the VPA is stale (the recommender is not writing). With
-// the admission controller's lease missing or expired, it uses the
-// DaemonSet-wide recommendation, as the admission controller then does.
+// leases unreadable, or its node scope lease expired and its status lease
+// not renewed since: it may be down or restarting), when the node's entry is
+// stale, or when the node has none and every slice of the VPA is stale (the
+// recommender is not writing). When the admission controller runs without a
+// valid node scope lease, it uses the DaemonSet-wide recommendation, as the
+// admission controller then does, once its own lease has been published long
+// enough for the admission controller to have seen it.
 func (p *RecommendationProcessor) Decide(vpa *vpa_types.VerticalPodAutoscaler, pod *corev1.Pod) (Decision, *vpa_types.RecommendedPodResources, string) {
 	if vpa == nil || pod == nil || !NodeScoped(vpa.Spec.Scope, vpa.Spec.TargetRef) {
 		return DaemonSetWide, nil, "not node-scoped"
@@ -305,14 +308,14 @@ func (p *RecommendationProcessor) Decide(vpa *vpa_types.VerticalPodAutoscaler, p
 	if node == "" {
 		return DaemonSetWide, nil, "no node"
 	}
-	peer, published := PeerOn, true
+	peer, published, settled := PeerOn, true, true
 	if p.Handshake != nil {
-		peer, published = p.Handshake.Peer(), p.Handshake.Published()
+		peer, published, settled = p.Handshake.Peer(), p.Handshake.Published(), p.Handshake.Settled()
 	}
 	if p.Role == AdmissionController {
 		mode := vpa_api_util.GetUpdateMode(vpa)
-		if mode != vpa_types.UpdateModeOff && mode != vpa_types.UpdateModeInitial && (peer != PeerOn || !published) {
-			return DaemonSetWide, nil, fmt.Sprintf("updater %s, own lease renewed %t", peer, published)
+		if mode != vpa_types.UpdateModeOff && mode != vpa_types.UpdateModeInitial && (peer != PeerOn || !settled) {
+			return DaemonSetWide, nil, fmt.Sprintf("updater %s, own lease renewed for long enough %t", peer, settled)
 		}
 		rec := p.Lookup.NodeRecommendation(vpa, node)
 		if rec == nil {
@@ -324,7 +327,9 @@ func (p *RecommendationProcessor) Decide(vpa *vpa_types.VerticalPodAutoscaler, p
 	case !published:
 		return LeaveAlone, nil, "own lease not renewed: the admission controller may not apply per-node recommendations"
 	case peer == PeerUnknown:
-		return LeaveAlone, nil, "the admission controller's lease cannot be read"
+		return LeaveAlone, nil, "the admission controller's leases cannot be read, or it has not renewed them since its node scope lease expired"
+	case peer == PeerOff && !settled:
+		return LeaveAlone, nil, "the admission controller may not have seen this updater's lease yet"
 	case peer == PeerOff:
 		return DaemonSetWide, nil, "the admission controller does not apply per-node recommendations"
 	}
@@ -495,6 +500,9 @@ type Options struct {
 	// LeaseNamespace is the namespace of the handshake's leases (see
 	// LeaseNamespace).
 	LeaseNamespace string
+	// StatusLeaseName is the admission controller's status lease, which the
+	// updater reads (--admission-controller-status-lease-name).
+	StatusLeaseName string
 	// StaleAfter is the age from which the updater takes a slice as stale;
 	// 0: vpa_alpha.SliceStaleAfter. The admission controller uses stale
 	// slices as fresh ones.
@@ -519,7 +527,7 @@ func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, opt
 	if err != nil {
 		return nil, fmt.Errorf("cannot name the holder of lease of the %s: %w", opts.Role, err)
 	}
-	handshake := NewHandshake(opts.KubeClient.CoordinationV1(), opts.LeaseNamespace, opts.Role, identity+"_"+string(uuid.NewUUID()), nil)
+	handshake := NewHandshake(opts.KubeClient.CoordinationV1(), opts.LeaseNamespace, opts.Role, identity+"_"+string(uuid.NewUUID()), opts.StatusLeaseName, nil)
 	if err := handshake.start(stopCh); err != nil {
 		return nil, err
 	}
