@@ -69,6 +69,10 @@ const (
 	e2eMinNodeHistory   = time.Minute
 	recommenderInterval = 15 * time.Second
 	updaterInterval     = 10 * time.Second
+	// The updater's staleness bound of the per-node recommendations, lowered
+	// from its default of 30 minutes for the outage phase
+	// (--node-scope-stale-after).
+	e2eStaleAfter = 45 * time.Second
 )
 
 var (
@@ -84,8 +88,9 @@ var (
 // patched recommender, fed by metrics-server with the real usage; the admission
 // controller and the updater apply them per node. The three components run with
 // the RBAC of the VPA's deploy/, each with its own service account's token. It
-// checks admission, eviction, a recommender restart, the cleanup after a Node and
-// the VPA are deleted, and the components with the gate off. It brings the
+// checks admission, eviction, a recommender restart, an outage of the recommender
+// longer than the updater's staleness bound (no pod moves), the cleanup after a
+// Node and the VPA are deleted, and the components with the gate off. It brings the
 // cluster up with two nodes if needed and takes down what it started. Run it as
 // root with make vpa-e2e (which builds the VPA and metrics-server first).
 func TestVPANodeScope(t *testing.T) {
@@ -506,7 +511,69 @@ spec:
 			t.Errorf("node %s: checkpoint after the restart %+v, before %+v: want the same first sample and more samples", n, ckAfter[n], ckBefore[n])
 		}
 	}
+	// From here on the updater takes a node's recommendation as stale 45 s
+	// after the recommender last wrote it.
+	comps.updaterArgs = []string{"--node-scope-stale-after=" + e2eStaleAfter.String()}
 	comps.start(ctx, true, "vpa-updater")
+
+	// (c2) An outage of the recommender moves no pod: with the recommender
+	// stopped for longer than the updater's staleness bound and the updater
+	// running, neither pod is evicted or resized, and a pod created meanwhile
+	// gets its node's last recommendation. The VPA's DaemonSet-wide range is
+	// set (the recommender is stopped, so it stays) to one that holds neither
+	// node's value, as it is on any DaemonSet whose nodes differ enough: an
+	// updater that fell back to it for stale nodes would resize both pods, and
+	// an admission controller that did would give the new pod its target.
+	outagePods := daemonPods(t, ctx, cs, ns.Name)
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	for _, n := range []string{busyNode, idleNode} {
+		if got, want := podCPURequest(outagePods[n]), recs[n].cpu(); got.Cmp(*want) != 0 {
+			t.Fatalf("before the outage: node %s's pod %s requests cpu %s, not its node's target %s", n, outagePods[n].Name, got.String(), want.String())
+		}
+	}
+	comps.stop("vpa-recommender")
+	start = time.Now()
+	lastWrite := newestSliceWrite(t, ctx, dyn, ns.Name)
+	busyMilli, idleMilli := recs[busyNode].cpu().MilliValue(), recs[idleNode].cpu().MilliValue()
+	lower, upper := idleMilli+(busyMilli-idleMilli)/3, idleMilli+2*(busyMilli-idleMilli)/3
+	wideStatus := fmt.Sprintf(`{"status":{"recommendation":{"containerRecommendations":[{"containerName":"agent","target":{"cpu":"%[1]dm"},"lowerBound":{"cpu":"%[2]dm"},"upperBound":{"cpu":"%[3]dm"},"uncappedTarget":{"cpu":"%[1]dm"}}]}}}`,
+		(lower+upper)/2, lower, upper)
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Patch(ctx, "agent", types.MergePatchType, []byte(wideStatus), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	// Past the bound, by three updater loops.
+	until := lastWrite.Add(e2eStaleAfter + 3*updaterInterval)
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Until(until)+time.Minute, true, func(ctx context.Context) (bool, error) {
+		now := daemonPods(t, ctx, cs, ns.Name)
+		for _, n := range []string{busyNode, idleNode} {
+			if now[n].UID != outagePods[n].UID || podCPURequest(now[n]).Cmp(*podCPURequest(outagePods[n])) != 0 {
+				return false, fmt.Errorf("node %s's pod %s was replaced or resized during the outage: now %s, cpu request %s (DaemonSet-wide range %dm-%dm); updater log %s:\n%s",
+					n, outagePods[n].Name, now[n].Name, podCPURequest(now[n]).String(), lower, upper, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
+			}
+		}
+		return time.Now().After(until), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if w := wideRecommendation(t, ctx, dyn, ns.Name); w.cpu().MilliValue() != (lower+upper)/2 {
+		t.Fatalf("the DaemonSet-wide recommendation changed during the outage: %v", w)
+	}
+	t.Logf("MEASURED recommender stopped %s, the slices written last %s before the end: no pod evicted or resized (DaemonSet-wide range %dm-%dm)",
+		time.Since(start).Round(time.Second), time.Since(lastWrite).Round(time.Second), lower, upper)
+	if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, outagePods[idleNode].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	outageNew := waitNewPod(t, ctx, cs, ns.Name, idleNode, outagePods[idleNode].UID)
+	if got, want := podCPURequest(outageNew), recs[idleNode].cpu(); got.Cmp(*want) != 0 {
+		t.Errorf("during the outage the idle node's new pod %s requests cpu %s, want its node's last target %s", outageNew.Name, got.String(), want.String())
+	}
+	time.Sleep(3 * updaterInterval)
+	if p := daemonPods(t, ctx, cs, ns.Name)[idleNode]; p.UID != outageNew.UID || podCPURequest(p).Cmp(*podCPURequest(outageNew)) != 0 {
+		t.Errorf("during the outage the idle node's new pod %s was replaced or resized: now %s, cpu request %s", outageNew.Name, p.Name, podCPURequest(p).String())
+	}
+	t.Logf("MEASURED during the outage (%s), the idle node's new pod %s requests cpu %s (its node's last target %s)",
+		time.Since(start).Round(time.Second), outageNew.Name, podCPURequest(outageNew).String(), recs[idleNode].cpu().String())
+	comps.start(ctx, true, "vpa-recommender")
 
 	// (d) Cleanup: a Node deleted (the busy node's machine goes away) loses its
 	// entry and its history at once; the VPA deleted takes its slices,
@@ -553,6 +620,7 @@ spec:
 	// history. A new VPA with scope node is refused.
 	start = time.Now()
 	comps.stopAll()
+	comps.updaterArgs = nil
 	if err := c.Up(ctx); err != nil {
 		t.Fatalf("second node up again: %v", err)
 	}
@@ -643,6 +711,7 @@ type vpaComponents struct {
 	kubeconfigs map[string]string // daemon -> kubeconfig of its service account
 	webhookPKI  *PKI
 	logStart    map[string]int64 // daemon -> size of its log before the test
+	updaterArgs []string         // more flags of the updater
 }
 
 // newVPAComponents applies deploy/vpa-rbac.yaml, writes a kubeconfig with a
@@ -673,7 +742,8 @@ func newVPAComponents(t *testing.T, ctx context.Context, c *Cluster, cs kubernet
 	// Lease, which the updater reads; neither outlives the test.
 	t.Cleanup(func() {
 		cleanup("", "delete", "--ignore-not-found", "mutatingwebhookconfiguration/vpa-webhook-config")
-		cleanup("", "delete", "--ignore-not-found", "-n", vpaNamespace, "lease/vpa-admission-controller")
+		cleanup("", "delete", "--ignore-not-found", "-n", vpaNamespace, "lease/vpa-admission-controller",
+			"lease/vpa-admission-controller-node-scope", "lease/vpa-updater-node-scope")
 	})
 
 	dir := c.Path("vpa-e2e")
@@ -779,8 +849,8 @@ func (v *vpaComponents) daemon(name string, gate bool) Daemon {
 			Healthy: HTTPOK("http://" + admissionAddr + "/metrics")}
 	default:
 		return Daemon{Name: name, Port: updaterAddr, env: env,
-			Args: append([]string{filepath.Join(v.bin, "updater")}, append(args,
-				"--updater-interval="+updaterInterval.String(), "--address="+updaterAddr)...),
+			Args: append([]string{filepath.Join(v.bin, "updater")}, append(append(args,
+				"--updater-interval="+updaterInterval.String(), "--address="+updaterAddr), v.updaterArgs...)...),
 			Healthy: HTTPOK("http://" + updaterAddr + "/metrics")}
 	}
 }
@@ -915,6 +985,26 @@ func nodeEntries(t *testing.T, ctx context.Context, dyn dynamic.Interface, resou
 			each(name, entry)
 		}
 	}
+}
+
+// newestSliceWrite is the newest updateTime of the slices of the namespace.
+func newestSliceWrite(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) time.Time {
+	t.Helper()
+	list, err := dyn.Resource(sliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest time.Time
+	for _, item := range list.Items {
+		raw, _, _ := unstructured.NestedString(item.Object, "updateTime")
+		if at, err := time.Parse(time.RFC3339, raw); err == nil && at.After(newest) {
+			newest = at
+		}
+	}
+	if newest.IsZero() {
+		t.Fatalf("no slice with updateTime in namespace %s", ns)
+	}
+	return newest
 }
 
 // sliceTargetsOf reads each node's recommendation from the slices of the namespace.
