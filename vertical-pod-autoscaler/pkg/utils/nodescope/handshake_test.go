@@ -366,3 +366,19 @@ func TestDecide(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestLeaseNamespace: the namespace of the admission controller's status
+// lease, as both components' main.go derive it: kube-system, else the
+// NAMESPACE environment variable, else the flag.
+func TestLeaseNamespace(t *testing.T) {
+	for _, tc := range []struct{ env, flag, want string }{
+		{"", "", "kube-system"},
+		{"vpa", "", "vpa"},
+		{"vpa", "leases", "leases"},
+		{"", "leases", "leases"},
+	} {
+		if got := LeaseNamespace(tc.env, tc.flag); got != tc.want {
+			t.Errorf("LeaseNamespace(%q, %q) = %q, want %q", tc.env, tc.flag, got, tc.want)
+		}
+	}
+}

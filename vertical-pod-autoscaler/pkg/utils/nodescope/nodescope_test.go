@@ -17,6 +17,7 @@ limitations under the License.
 package nodescope
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -318,5 +319,29 @@ func TestStaleSlices(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNodeEntryInTwoSlices: a node found in two slices of the VPA (a move
+// between them that a recommender restart cut short) takes the entry of the
+// newer slice, and its freshness.
+func TestNodeEntryInTwoSlices(t *testing.T) {
+	written := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
+	for i, s := range []struct {
+		age time.Duration
+		cpu string
+	}{{age: time.Hour, cpu: "1"}, {age: time.Minute, cpu: "2"}} {
+		if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+			ObjectMeta: sliceMeta(fmt.Sprintf("agent-%d", i), "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(written.Add(-s.age)),
+			Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *podResources(s.cpu, "1Gi")}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written)}
+	rec, fresh := l.NodeEntry(daemonSetVPA(vpa_types.ScopeNode, nil), "busy")
+	if rec == nil || !fresh || rec.ContainerRecommendations[0].Target.Cpu().String() != "2" {
+		t.Errorf("entry %v, fresh %t; want the newer slice's 2 cores, fresh", rec, fresh)
 	}
 }
