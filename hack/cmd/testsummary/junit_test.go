@@ -178,6 +178,7 @@ func TestKindE2ERun(t *testing.T) {
 		pass    = `<testcase name="[It] a"></testcase>`
 		blocked = `<testcase name="[It] [sig-node] guaranteed resize"><failure message="oom_score_adj"/></testcase>`
 		broken  = `<testcase name="[It] [sig-network] pods reach each other"><failure message="x"/></testcase>`
+		skipped = `<testcase name="[It] b"><skipped message="not selected"/></testcase>`
 	)
 	list := blockList{{spec: regexpOf(t, "guaranteed resize"), reason: "no CAP_SYS_RESOURCE"}}
 	for _, tc := range []struct {
@@ -197,6 +198,9 @@ func TestKindE2ERun(t *testing.T) {
 		{"one side, a blocked failure", map[string]string{"fork/run": pass + blocked}, []string{"fork"}, []string{"run"}, false, "1 passed, 0 failed, 1 blocked by the environment"},
 		{"one side, a failure", map[string]string{"fork/run": pass + broken}, []string{"fork"}, []string{"run"}, true, "1 passed, 1 failed"},
 		{"one side that never ran", map[string]string{}, []string{"fork"}, []string{"run"}, true, "FAILED: the fork side wrote no report of its run pass"},
+		{"a serial pass whose focus selects nothing", map[string]string{"fork/parallel": pass, "pristine/parallel": pass, "fork/serial": skipped, "pristine/serial": skipped},
+			[]string{"fork", "pristine"}, []string{"parallel", "serial"}, true, "FAILED: the fork side's serial pass ran no spec: its focus selects none"},
+		{"one side, nothing selected", map[string]string{"fork/run": skipped}, []string{"fork"}, []string{"run"}, true, "FAILED: the fork side's run pass ran no spec"},
 	} {
 		dir := t.TempDir()
 		for where, cases := range tc.reports {
