@@ -102,6 +102,8 @@ type Controller struct {
 	cfg    Config
 	client kubernetes.Interface
 	clock  clock.Clock
+	// ages ages the times other servers stamp, on this server's clock.
+	ages *localAges
 
 	featureInformer cache.SharedIndexInformer
 	leaseInformer   cache.SharedIndexInformer
@@ -150,6 +152,7 @@ func New(cfg Config, client kubernetes.Interface) *Controller {
 		cfg:             cfg,
 		client:          client,
 		clock:           clock.RealClock{},
+		ages:            newLocalAges(),
 		featureInformer: featureInformer,
 		leaseInformer:   leaseInformer,
 		features:        featureslisters.NewFeatureLister(featureInformer.GetIndexer()),
@@ -280,7 +283,7 @@ func (c *Controller) liveMembers() []member {
 	if err != nil {
 		leases = nil
 	}
-	return liveAPIServers(leases, c.clock.Now(), c.cfg.Liveness)
+	return liveAPIServers(leases, c.ages, c.cfg.Identity, c.clock.Now(), c.cfg.Liveness)
 }
 
 // membersChanged looks at every Feature again when the live apiservers or
@@ -376,6 +379,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if updated, err = c.holdWhileTransitioning(ctx, updated); updated == nil || err != nil {
 		return 0, err
 	}
+	// Every pass sees the uses, so that their ages count from when their
+	// reports arrived, not from the next prune.
+	for _, use := range updated.Status.Uses {
+		c.useAge(updated, use, now)
+	}
 	if pruned, err := c.pruneUses(ctx, updated, now); pruned || err != nil {
 		// The watch event of the write queues the Feature again.
 		return 0, err
@@ -390,6 +398,18 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return waitUntil.Sub(now), nil
 	}
 	return c.runTask(ctx, updated.DeepCopy(), key, now)
+}
+
+// useAge is how long ago this server first saw the use's last report. The
+// report was stamped by whichever kube-apiserver served it: its age is
+// measured on this server's clock.
+func (c *Controller) useAge(f *featuresv1alpha1.Feature, use featuresv1alpha1.FeatureUse, now time.Time) time.Duration {
+	last := use.LastReportTime
+	if last.IsZero() {
+		last = use.FirstReportTime
+	}
+	key := fmt.Sprintf("use/%s/%s/%s/%s/%t", f.Name, use.Component, use.BinaryVersion, use.EmulationVersion, use.Value)
+	return c.ages.age(key, stamp(last.Time), now)
 }
 
 // pruneUses removes from the uses what speaks for no running instance, at
@@ -424,24 +444,21 @@ func (c *Controller) pruneUses(ctx context.Context, f *featuresv1alpha1.Feature,
 	}
 	kept := make([]featuresv1alpha1.FeatureUse, 0, len(f.Status.Uses))
 	for _, use := range f.Status.Uses {
-		last := use.LastReportTime
-		if last.IsZero() {
-			last = use.FirstReportTime
-		}
 		if use.BinaryVersion == "" || use.EmulationVersion == "" {
 			continue
 		}
 		exp, known := pop[use.Component]
+		age := c.useAge(f, use, now)
 		if !known || exp.atLeast {
 			// Their liveness is not visible: their entries are renewed.
-			if now.Sub(last.Time) < c.cfg.UseExpiry {
+			if age < c.cfg.UseExpiry {
 				kept = append(kept, use)
 			}
 			continue
 		}
 		// A name reported in the last PruneInterval stays: a kubelet may
 		// report before its node lease exists.
-		if now.Sub(last.Time) >= c.cfg.PruneInterval {
+		if age >= c.cfg.PruneInterval {
 			use.Instances = slices.DeleteFunc(slices.Clone(use.Instances), func(instance string) bool { return !exp.names.Has(instance) })
 		}
 		if len(use.Instances) > 0 {
@@ -469,7 +486,7 @@ func (c *Controller) population(ctx context.Context, now time.Time) (map[string]
 		return c.pop, nil
 	}
 	c.mu.Unlock()
-	pop, err := population(ctx, c.client, now, names(c.liveMembers()))
+	pop, err := population(ctx, c.client, c.ages, now, names(c.liveMembers()))
 	if err != nil {
 		return nil, err
 	}

@@ -46,16 +46,22 @@ func (m member) String() string {
 	return fmt.Sprintf("%s@%v/%v", m.name, m.emulation, m.binary)
 }
 
-// liveAPIServers returns the kube-apiservers whose identity lease was renewed
-// within liveness before now, by name. Upstream's identity leases last an hour
-// and are collected hourly, so the lease's existence says little: a server
-// that stopped renewing a few renew periods ago is gone. The same rule holds
-// for this server: one whose own lease is stale, or already deleted on
+// liveAPIServers returns the kube-apiservers whose identity lease this server
+// saw renewed within liveness before now, by name (ages measures on this
+// server's clock, not on the renewing server's). Upstream's identity leases last
+// an hour and are collected hourly, so the lease's existence says little: a
+// server that stopped renewing a few renew periods ago is gone. The same rule
+// holds for this server: one whose own lease is stale, or already deleted on
 // shutdown, is a leader to no one else, so it must not lead either.
-func liveAPIServers(leases []*coordinationv1.Lease, now time.Time, liveness time.Duration) []member {
+func liveAPIServers(leases []*coordinationv1.Lease, ages *localAges, self string, now time.Time, liveness time.Duration) []member {
 	var live []member
 	for _, lease := range leases {
-		if lease.Spec.RenewTime == nil || now.Sub(lease.Spec.RenewTime.Time) > liveness {
+		if !renewedWithin(lease, ages, now, liveness) {
+			continue
+		}
+		// This server's own lease carries its own clock's stamp: one that
+		// starts and finds it stale has not renewed it.
+		if lease.Name == self && now.Sub(lease.Spec.RenewTime.Time) > liveness {
 			continue
 		}
 		m := member{name: lease.Name}
@@ -68,6 +74,16 @@ func liveAPIServers(leases []*coordinationv1.Lease, now time.Time, liveness time
 	}
 	slices.SortFunc(live, func(a, b member) int { return cmp.Compare(a.name, b.name) })
 	return live
+}
+
+// renewedWithin says whether this server saw the lease renewed within d before
+// now: its renewTime changed, or was first seen, no longer than d ago.
+func renewedWithin(lease *coordinationv1.Lease, ages *localAges, now time.Time, d time.Duration) bool {
+	if lease.Spec.RenewTime == nil {
+		return false
+	}
+	key := "lease/" + lease.Namespace + "/" + lease.Name + "/" + string(lease.UID)
+	return ages.age(key, stamp(lease.Spec.RenewTime.Time), now) <= d
 }
 
 func names(members []member) []string {

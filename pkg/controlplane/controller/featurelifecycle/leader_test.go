@@ -39,6 +39,48 @@ func versionedLease(name string, renewed time.Time, binary, emulation string) *c
 	}
 }
 
+// seenAtRenewal are the sightings of a server whose clock agrees with the
+// servers that renewed the leases, and that saw each renewal as it happened.
+func seenAtRenewal(leases []*coordinationv1.Lease) *localAges {
+	ages := newLocalAges()
+	for _, lease := range leases {
+		if lease.Spec.RenewTime != nil {
+			renewedWithin(lease, ages, lease.Spec.RenewTime.Time, 0)
+		}
+	}
+	return ages
+}
+
+// Liveness is measured on this server's clock: a server whose clock runs ahead
+// of its peers' by more than the liveness period still sees them live while
+// they renew, and dead once they stop; the peers' stamps decide nothing.
+func TestLivenessDoesNotDependOnClocksAgreeing(t *testing.T) {
+	const liveness = 30 * time.Second
+	for _, skew := range []time.Duration{-time.Hour, -2 * liveness, 0, 2 * liveness, time.Hour} {
+		ages := newLocalAges()
+		// The peers' clock reads peer; this server's reads peer+skew.
+		peer := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+		renewed := peer
+		for range 10 {
+			peer = peer.Add(10 * time.Second)
+			renewed = peer // apiserver-b renews every 10 s
+			leases := []*coordinationv1.Lease{lease("apiserver-b", renewed)}
+			if got := names(liveAPIServers(leases, ages, "", peer.Add(skew), liveness)); !slices.Equal(got, []string{"apiserver-b"}) {
+				t.Fatalf("skew %v: a peer renewing every 10 s is live %v, want [apiserver-b]", skew, got)
+			}
+		}
+		// It stops renewing: dead once this server has seen no renewal for
+		// the liveness period, on its own clock.
+		leases := []*coordinationv1.Lease{lease("apiserver-b", renewed)}
+		if got := names(liveAPIServers(leases, ages, "", peer.Add(skew+liveness), liveness)); len(got) != 1 {
+			t.Errorf("skew %v: live %v at the liveness period, want the peer", skew, got)
+		}
+		if got := names(liveAPIServers(leases, ages, "", peer.Add(skew+liveness+time.Second), liveness)); len(got) != 0 {
+			t.Errorf("skew %v: live %v after the liveness period, want none", skew, got)
+		}
+	}
+}
+
 func versionAnnotations(binary, emulation string) map[string]string {
 	return map[string]string{BinaryVersionAnnotation: binary, EmulationVersionAnnotation: emulation}
 }
@@ -51,7 +93,7 @@ func TestLiveAPIServers(t *testing.T) {
 		lease("apiserver-a", now.Add(-2*time.Second)),
 		{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-d"}},
 	}
-	got := fmt.Sprint(names(liveAPIServers(leases, now, 30*time.Second)))
+	got := fmt.Sprint(names(liveAPIServers(leases, seenAtRenewal(leases), "", now, 30*time.Second)))
 	if want := "[apiserver-a apiserver-b]"; got != want {
 		t.Errorf("live = %s, want %s", got, want)
 	}
@@ -67,7 +109,7 @@ func TestAServerWithoutALiveLeaseLeadsNothing(t *testing.T) {
 		"deleted": nil,
 	} {
 		leases := append([]*coordinationv1.Lease{lease("apiserver-b", now)}, own...)
-		members := candidates(liveAPIServers(leases, now, 30*time.Second))
+		members := candidates(liveAPIServers(leases, seenAtRenewal(leases), "", now, 30*time.Second))
 		for i := range 100 {
 			if leader := LeaderOf(fmt.Sprintf("feature%d", i), members); leader != "apiserver-b" {
 				t.Fatalf("own lease %s: feature%d led by %s among %v, want apiserver-b, the only live lease", name, i, leader, members)
@@ -187,7 +229,7 @@ func TestLeadershipStaysWithTheOldestVersions(t *testing.T) {
 		want: []string{"apiserver-a"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			members := candidates(liveAPIServers(tc.leases, now, 30*time.Second))
+			members := candidates(liveAPIServers(tc.leases, seenAtRenewal(tc.leases), "", now, 30*time.Second))
 			if fmt.Sprint(members) != fmt.Sprint(tc.want) {
 				t.Fatalf("candidates = %v, want %v", members, tc.want)
 			}

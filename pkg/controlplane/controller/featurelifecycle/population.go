@@ -55,8 +55,8 @@ type expected struct {
 // identity leases for kube-apiservers (live, as leadership counts them), and
 // the leader election leases of kube-controller-manager and kube-scheduler in
 // kube-system, whose holder identity starts with the host name they report
-// under. A lease is live while it is within its duration of its last renewal.
-func population(ctx context.Context, client kubernetes.Interface, now time.Time, liveAPIServers []string) (map[string]expected, error) {
+// under. A lease is live while this server saw it renewed within its duration.
+func population(ctx context.Context, client kubernetes.Interface, ages *localAges, now time.Time, liveAPIServers []string) (map[string]expected, error) {
 	pop := map[string]expected{
 		kubeAPIServerComponent: {names: sets.New(liveAPIServers...)},
 	}
@@ -68,7 +68,7 @@ func population(ctx context.Context, client kubernetes.Interface, now time.Time,
 	}
 	kubelets := sets.New[string]()
 	for i := range nodeLeases.Items {
-		if leaseLive(&nodeLeases.Items[i], now) {
+		if leaseLive(&nodeLeases.Items[i], ages, now) {
 			kubelets.Insert(nodeLeases.Items[i].Name)
 		}
 	}
@@ -81,7 +81,7 @@ func population(ctx context.Context, client kubernetes.Interface, now time.Time,
 		if err != nil {
 			return nil, fmt.Errorf("getting the leader election lease of %s: %w", component, err)
 		}
-		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || !leaseLive(lease, now) {
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || !leaseLive(lease, ages, now) {
 			continue
 		}
 		host, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
@@ -90,16 +90,14 @@ func population(ctx context.Context, client kubernetes.Interface, now time.Time,
 	return pop, nil
 }
 
-// leaseLive says whether the lease was renewed within its duration before now.
-func leaseLive(lease *coordinationv1.Lease, now time.Time) bool {
-	if lease.Spec.RenewTime == nil {
-		return false
-	}
+// leaseLive says whether this server saw the lease renewed within its duration
+// before now.
+func leaseLive(lease *coordinationv1.Lease, ages *localAges, now time.Time) bool {
 	duration := 40 * time.Second // the kubelet's default
 	if lease.Spec.LeaseDurationSeconds != nil {
 		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return !now.After(lease.Spec.RenewTime.Add(duration))
+	return renewedWithin(lease, ages, now, duration)
 }
 
 // componentCoverage is how many of a component's live instances are named in

@@ -125,7 +125,7 @@ func TestWaitForUsesWaitsForThePopulationToReport(t *testing.T) {
 			}
 			result, err := NewWaitForUses(period, maxPeriod).Run(context.Background(), &TaskContext{
 				Feature: f, Task: f.Status.Tasks[0], Transition: TurnOff, Client: fake.NewClientset(objs...),
-				Now: now, LiveAPIServers: []string{"apiserver-a"},
+				Now: now, LiveAPIServers: []string{"apiserver-a"}, ages: seenWhenStamped(f, objs),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -158,7 +158,7 @@ func TestWaitForUsesWithoutThePopulationDecidesByTime(t *testing.T) {
 		},
 	}
 	w := NewWaitForUses(time.Minute, 16*time.Minute)
-	tc := &TaskContext{Feature: f, Task: f.Status.Tasks[0], Transition: TurnOn, Client: client, Now: start.Add(30 * time.Second), LiveAPIServers: []string{"apiserver-a"}}
+	tc := &TaskContext{Feature: f, Task: f.Status.Tasks[0], Transition: TurnOn, Client: client, Now: start.Add(30 * time.Second), LiveAPIServers: []string{"apiserver-a"}, ages: seenWhenStamped(f, nil)}
 	result, err := w.Run(context.Background(), tc)
 	if err != nil || result.Done || !strings.Contains(result.Message, "reported: unknown (listing the node leases: the server is unavailable)") {
 		t.Errorf("done %t, message %q, err %v; want a wait that says the coverage is unknown", result.Done, result.Message, err)
@@ -203,6 +203,7 @@ func TestDanglingUsesOfLiveInstancesStay(t *testing.T) {
 		e.use("kube-apiserver", false, "apiserver-gone"),
 		e.use("kube-apiserver", true, "apiserver-a"),
 	)
+	e.sync("bar")             // the write's watch event
 	e.clock.Step(time.Minute) // PruneInterval
 	if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
 		heldLease(corev1.NamespaceNodeLease, "node-1", "node-1", e.clock.Now()), metav1.CreateOptions{}); err != nil {
@@ -218,5 +219,72 @@ func TestDanglingUsesOfLiveInstancesStay(t *testing.T) {
 	}
 	if c := condition(f, featuresv1alpha1.FeatureConditionUpgradeSafe); c.Reason != "DanglingUses" || !strings.Contains(c.Message, "kubelet off at 1.36 (node-1)") {
 		t.Errorf("UpgradeSafe %+v; want it unsafe while node-1 runs the feature off", c)
+	}
+}
+
+// seenWhenStamped are the sightings of a server whose clock agrees with the
+// servers that stamped the leases and f's first task, and that saw each stamp
+// as it was written.
+func seenWhenStamped(f *featuresv1alpha1.Feature, objs []runtime.Object) *localAges {
+	ages := newLocalAges()
+	for _, obj := range objs {
+		if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Spec.RenewTime != nil {
+			renewedWithin(lease, ages, lease.Spec.RenewTime.Time, 0)
+		}
+	}
+	if len(f.Status.Tasks) > 0 && f.Status.Tasks[0].StartTime != nil {
+		start := f.Status.Tasks[0].StartTime.Time
+		ages.age(taskStartKey(f.Name, f.Status.Tasks[0].Name), stamp(start), start)
+	}
+	return ages
+}
+
+// A failover to a server whose clock runs ahead of the last leader's does not
+// cut the wait short: the wait counts from when this server first saw the
+// task's start, which the last leader stamped with its own clock.
+func TestWaitForUsesWaitsOnItsOwnClockAfterAFailover(t *testing.T) {
+	leaderStart := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	now := leaderStart.Add(2 * time.Minute) // this server's clock: two minutes ahead
+	f := &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "bar"},
+		Status: featuresv1alpha1.FeatureStatus{
+			State: featuresv1alpha1.FeatureStateTurningOn,
+			Tasks: []featuresv1alpha1.FeatureTask{{Name: WaitForUsesName, StartTime: ptr.To(metav1.NewTime(leaderStart))}},
+			Uses:  []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-b"}}},
+		},
+	}
+	w := NewWaitForUses(time.Minute, time.Minute)
+	tc := &TaskContext{Feature: f, Task: f.Status.Tasks[0], Transition: TurnOn, Client: fake.NewClientset(), Now: now,
+		LiveAPIServers: []string{"apiserver-b"}, ages: newLocalAges()}
+	if result, err := w.Run(context.Background(), tc); err != nil || result.Done || !strings.Contains(result.Message, "waiting until 2026-11-22T10:03:00Z") {
+		t.Fatalf("done %t, message %q, err %v; want a wait of the full period on this server's clock", result.Done, result.Message, err)
+	}
+	tc.Now = now.Add(time.Minute)
+	if result, err := w.Run(context.Background(), tc); err != nil || !result.Done {
+		t.Errorf("done %t, message %q, err %v; want done a period after this server first saw the start", result.Done, result.Message, err)
+	}
+}
+
+// A report stamped by a kube-apiserver whose clock runs behind this one's is
+// not expired at once: its age counts from when this server first saw it.
+func TestUsesExpireOnThisServersClock(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.sync("bar")
+	e.sync("bar") // On
+	left := e.use("kube-scheduler", false, "host-1")
+	behind := metav1.NewTime(e.clock.Now().Add(-2 * time.Hour)) // stamped by a server two hours behind
+	left.FirstReportTime, left.LastReportTime = behind, behind
+	e.setUses("bar", left)
+	e.sync("bar")
+	e.clock.Step(time.Minute) // PruneInterval
+	e.sync("bar")
+	if f := e.get("bar"); len(f.Status.Uses) != 1 {
+		t.Fatalf("a report this server saw a minute ago must stay: %s", dump(f))
+	}
+	e.clock.Step(30 * time.Minute) // UseExpiry
+	e.sync("bar")
+	e.sync("bar")
+	if f := e.get("bar"); len(f.Status.Uses) != 0 {
+		t.Errorf("a report not renewed for UseExpiry on this server's clock must go: %s", dump(f))
 	}
 }

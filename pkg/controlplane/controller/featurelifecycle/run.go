@@ -42,7 +42,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	entry := f.Status.Tasks[0]
 	transition := transitionOf(f)
 	task := c.cfg.Tasks.Task(key, entry.Name)
-	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now, LiveAPIServers: names(c.liveMembers()), FenceFunc: c.fence(f, entry)}
+	tc := &TaskContext{Feature: f, Task: entry, Transition: transition, Client: c.client, Now: now, LiveAPIServers: names(c.liveMembers()), FenceFunc: c.fence(f, entry), ages: c.ages}
 	var result Result
 	var err error
 	if task == nil {
@@ -63,6 +63,7 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 	}
 	if current.StartTime == nil || (err == nil && result.Restart) {
 		current.StartTime = ptr.To(metav1.NewTime(now))
+		c.ages.age(taskStartKey(updated.Name, current.Name), stamp(current.StartTime.Time), now)
 	}
 	current.LastAttemptTime = ptr.To(metav1.NewTime(now))
 	switch {

@@ -112,6 +112,9 @@ type TaskContext struct {
 
 	// FenceFunc checks that the run may still act (Fence); the controller sets it.
 	FenceFunc func(ctx context.Context) error
+	// ages ages the times other servers stamped (a previous leader's
+	// StartTime) on this server's clock.
+	ages *localAges
 }
 
 // ErrFenced is the error of Fence when the run must stop: this server no

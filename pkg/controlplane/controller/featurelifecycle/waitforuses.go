@@ -68,7 +68,7 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	// the time alone, and says so.
 	var reported string
 	var uncovered []string
-	if pop, err := population(ctx, tc.Client, tc.Now, tc.LiveAPIServers); err != nil {
+	if pop, err := population(ctx, tc.Client, tc.ages, tc.Now, tc.LiveAPIServers); err != nil {
 		reported = fmt.Sprintf("reported: unknown (%v)", err)
 	} else {
 		var parts []string
@@ -90,10 +90,14 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 		// The first run: the controller records its start.
 		return NotYet(fmt.Sprintf("no component reports %t; waiting %v for late reports (%s)", old, w.period, reported)), nil
 	}
-	if end := tc.Task.StartTime.Add(w.period); tc.Now.Before(end) {
+	// The start was stamped by the leader that began the wait, perhaps another
+	// server: the wait counts from when this server first saw it, so that a
+	// failover to a server whose clock runs ahead does not cut it short.
+	started := tc.Now.Add(-tc.ages.age(taskStartKey(tc.Feature.Name, tc.Task.Name), stamp(tc.Task.StartTime.Time), tc.Now))
+	if end := started.Add(w.period); tc.Now.Before(end) {
 		return NotYet(fmt.Sprintf("no component reports %t; waiting until %s for late reports (%s)", old, end.UTC().Format(time.RFC3339), reported)), nil
 	}
-	if last := tc.Task.StartTime.Add(w.maxPeriod); len(uncovered) > 0 && tc.Now.Before(last) {
+	if last := started.Add(w.maxPeriod); len(uncovered) > 0 && tc.Now.Before(last) {
 		// A reporter in back-off (the API unreachable, or not served when it
 		// started) reports late: time alone would call the feature unused by
 		// instances that have not said so yet.
