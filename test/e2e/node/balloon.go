@@ -754,7 +754,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 				return gomega.StopTrying(fmt.Sprintf("the deleted balloon is %s, deletionTimestamp %v: the kubelet must keep it running while its finalizer holds it", pod.Status.Phase, pod.DeletionTimestamp))
 			}
 			return nil
-		}).WithTimeout(15*time.Second).WithPolling(time.Second).Should(gomega.Succeed())
+		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
 		out = runPlugin(ctx, plugin, "reconcile")
 		tainted := strings.Index(out, "node "+node.Name+": tainted "+v1.TaintNodeBalloonPending)
 		released := strings.Index(out, "node "+node.Name+": released deleted balloon "+first.Namespace+"/"+first.Name)
@@ -779,6 +779,6 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			}
 			return pending, nil
 		}).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(gomega.BeEmpty(), "the node must reopen once the successor holds its size")
-		gomega.Consistently(ctx, stillWaiting).WithTimeout(10*time.Second).WithPolling(time.Second).Should(gomega.Succeed())
+		gomega.Consistently(ctx, stillWaiting).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
 	})
 })
