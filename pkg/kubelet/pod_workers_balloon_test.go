@@ -82,3 +82,27 @@ func TestPodWorkersHoldADeletedBalloon(t *testing.T) {
 		})
 	}
 }
+
+// A kill the kubelet itself asks for (graceful node shutdown, the pod's removal
+// from the API) is carried out on a held balloon too: the hold is only against
+// the deletion's own start of termination.
+func TestPodWorkersKillAHeldBalloon(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	logger, tCtx := ktesting.NewTestContext(t)
+	podWorkers, _, processed := createPodWorkers(logger)
+	pod := newNamedPod("1", "kube-system", "balloon", false)
+	pod.Spec.PriorityClassName = scheduling.SystemNodeBalloon
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	pod.Finalizers = []string{kubetypes.BalloonProtectionFinalizer}
+
+	podWorkers.UpdatePod(tCtx, UpdatePodOptions{Pod: pod, UpdateType: kubetypes.SyncPodUpdate})
+	drainAllWorkers(podWorkers)
+	if podWorkers.IsPodTerminationRequested(types.UID("1")) {
+		t.Fatal("the deleted balloon must be held")
+	}
+	podWorkers.UpdatePod(tCtx, UpdatePodOptions{Pod: pod, UpdateType: kubetypes.SyncPodKill, KillPodOptions: &KillPodOptions{}})
+	drainAllWorkers(podWorkers)
+	if !podWorkers.IsPodTerminationRequested(types.UID("1")) {
+		t.Errorf("a kill must terminate a held balloon; syncs %+v", processed[types.UID("1")])
+	}
+}

@@ -157,7 +157,7 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 		}
 		// A node with a recorded size closes before its deleted balloon frees
 		// the capacity; one that was never sized has nothing to keep.
-		if err := release(ctx, client, out, node.Name, recorded, balloons.held); err != nil {
+		if err := release(ctx, client, out, node, recorded, balloons.held); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
 			continue
 		}
@@ -174,7 +174,7 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 	}
 	// The balloons of nodes that are gone hold nothing anyone could use.
 	for _, name := range slices.Sorted(maps.Keys(byNode)) {
-		if err := release(ctx, client, out, name, false, byNode[name].held); err != nil {
+		if err := release(ctx, client, out, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, byNode[name].held); err != nil {
 			errs = append(errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
@@ -223,16 +223,20 @@ func exceedsMinimum(size v1.ResourceList) bool {
 }
 
 // release lets deleted balloons go by removing their protection finalizer,
-// after tainting their node when it is to stay closed until a balloon holds
-// its recorded size again.
-func release(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeName string, closeNode bool, balloons []*v1.Pod) error {
+// when their node is to stay closed until a balloon holds its recorded size
+// again only once it was tainted when this pass listed it: a taint written now
+// may not have reached the scheduler before the capacity it guards is free.
+func release(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, closeNode bool, balloons []*v1.Pod) error {
+	nodeName := node.Name
 	if len(balloons) == 0 {
 		return nil
 	}
-	if closeNode {
+	if closeNode && !hasPendingTaint(node) {
 		if err := setBalloonPendingTaint(ctx, client, out, nodeName, true); err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "node %s: its deleted balloons are released on the next pass, once the taint is seen\n", nodeName)
+		return nil
 	}
 	for _, pod := range balloons {
 		finalizers := slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == kubetypes.BalloonProtectionFinalizer })
@@ -318,6 +322,11 @@ func holdsSize(pod *v1.Pod, want v1.ResourceList) bool {
 	status := containerStatus(pod, balloonContainerName)
 	return pod.Status.Phase == v1.PodRunning && status != nil && status.Resources != nil &&
 		equalResources(status.Resources.Requests, want) && resizeCondition(pod, v1.PodResizePending) == nil
+}
+
+// hasPendingTaint tells whether the node carries the balloon-pending taint.
+func hasPendingTaint(node *v1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeBalloonPending })
 }
 
 // setBalloonPendingTaint adds or removes the node's balloon-pending taint.

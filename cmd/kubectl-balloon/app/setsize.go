@@ -161,17 +161,29 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 		if !o.rollback {
 			return o.keepIntent(ctx, client, nodeName, plan, last, err)
 		}
-		if rbErr := swapBalloonSize(ctx, client, nodeName, intended, plan.recorded); rbErr != nil {
-			return fmt.Errorf("%w; restoring the recorded size %q also failed: %w", err, plan.recorded, rbErr)
-		}
+		// The balloon first: a reconcile pass between the two would otherwise
+		// find a sized balloon without its record and record it again.
 		if _, rbErr := resizeBalloon(ctx, client, last, plan.to, plan.from); rbErr != nil {
 			return fmt.Errorf("%w; rolling back balloon %s to %s also failed: %w", err, balloon, formatResources(plan.from), rbErr)
+		}
+		if rbErr := swapBalloonSize(ctx, client, nodeName, intended, plan.recorded); rbErr != nil {
+			return fmt.Errorf("%w; restoring the recorded size %q also failed: %w", err, plan.recorded, rbErr)
 		}
 		fmt.Fprintf(out, "rolled back: resized balloon %s back to its previous requests %s\n", balloon, formatResources(plan.from))
 		return err
 	}
 	fmt.Fprintf(out, "node %s: effective size is now %s (balloon %s holds %s)\n",
 		nodeName, formatResources(subtract(plan.node.Status.Allocatable, plan.to)), balloon, formatResources(plan.to))
+	// Open the node only while the record still says what the balloon holds:
+	// another set-size may have recorded a larger size meanwhile.
+	sizes, err := readBalloonSizes(ctx, client)
+	if err != nil {
+		return err
+	}
+	if sizes.raw[nodeName] != intended {
+		fmt.Fprintf(out, "node %s: its recorded size changed meanwhile to %s; kubectl balloon reconcile opens it once its balloon holds that\n", nodeName, sizes.raw[nodeName])
+		return nil
+	}
 	return setBalloonPendingTaint(ctx, client, out, nodeName, false)
 }
 

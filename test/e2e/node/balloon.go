@@ -755,7 +755,11 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			}
 			return nil
 		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
+		// The first pass taints the node; the second, which finds it tainted,
+		// lets the balloon go.
 		out = runPlugin(ctx, plugin, "reconcile")
+		framework.ExpectNoError(stillWaiting(ctx))
+		out += runPlugin(ctx, plugin, "reconcile")
 		tainted := strings.Index(out, "node "+node.Name+": tainted "+v1.TaintNodeBalloonPending)
 		released := strings.Index(out, "node "+node.Name+": released deleted balloon "+first.Namespace+"/"+first.Name)
 		gomega.Expect(tainted).To(gomega.BeNumerically(">=", 0), "reconcile must taint the node")

@@ -138,7 +138,7 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	// not run here: a Role with its ConfigMap rights stands in.)
 	if _, err := cs.RbacV1().Roles(metav1.NamespaceSystem).Create(tCtx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "configmap-editor"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch", "update", "delete"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "patch", "update", "delete", "deletecollection"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +159,12 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	})
 	expectError(t, err, metav1.StatusReasonForbidden, onlyResizers)
 	expectError(t, editor.Delete(tCtx, "node-balloon-sizes", metav1.DeleteOptions{}), metav1.StatusReasonForbidden, onlyResizers)
+	// A deletecollection is admitted object by object, with no name in the request.
+	err = editor.DeleteCollection(tCtx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "metadata.name=node-balloon-sizes"})
+	expectError(t, err, metav1.StatusReasonForbidden, onlyResizers)
+	if _, err := editor.Get(tCtx, "node-balloon-sizes", metav1.GetOptions{}); err != nil {
+		t.Errorf("the recorded sizes must survive a deletecollection: %v", err)
+	}
 	if _, err := editor.Patch(tCtx, "other", types.MergePatchType, []byte(`{"data":{"k":"v"}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("the editor could not write another ConfigMap: %v", err)
 	}

@@ -52,8 +52,13 @@ func newLocalAges() *localAges {
 	return &localAges{seen: map[string]sighting{}}
 }
 
-// age returns how long before now this server first saw key at value.
+// age returns how long before now this server first saw key at value. Without
+// sightings (a TaskContext made outside the controller) it is the stamp's age.
 func (a *localAges) age(key, value string, now time.Time) time.Duration {
+	if a == nil {
+		stamped, _ := time.Parse(time.RFC3339Nano, value)
+		return now.Sub(stamped)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.seen[key]

@@ -288,3 +288,46 @@ func TestUsesExpireOnThisServersClock(t *testing.T) {
 		t.Errorf("a report not renewed for UseExpiry on this server's clock must go: %s", dump(f))
 	}
 }
+
+// Leadership that keeps moving restarts the sightings, but the longest wait
+// ends twice its length after the recorded start whatever the sightings say.
+func TestWaitForUsesLongestWaitIsBoundedAcrossFailovers(t *testing.T) {
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	now := start.Add(31 * time.Minute) // a new leader, which never saw the start
+	var objs []runtime.Object
+	for i := 1; i <= 4; i++ {
+		name := fmt.Sprintf("node-%d", i)
+		lease := heldLease(corev1.NamespaceNodeLease, name, name, now)
+		lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		objs = append(objs, lease)
+	}
+	f := &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "bar"},
+		Status: featuresv1alpha1.FeatureStatus{
+			State: featuresv1alpha1.FeatureStateTurningOn,
+			Tasks: []featuresv1alpha1.FeatureTask{{Name: WaitForUsesName, StartTime: ptr.To(metav1.NewTime(start))}},
+			Uses: []featuresv1alpha1.FeatureUse{
+				{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}},
+				{Component: "kubelet", Value: true, Instances: []string{"node-1"}},
+			},
+		},
+	}
+	ages := newLocalAges()
+	run := func(now time.Time) Result {
+		t.Helper()
+		result, err := NewWaitForUses(time.Minute, 15*time.Minute).Run(context.Background(), &TaskContext{
+			Feature: f, Task: f.Status.Tasks[0], Transition: TurnOn, Client: fake.NewClientset(objs...),
+			Now: now, LiveAPIServers: []string{"apiserver-a"}, ages: ages,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result
+	}
+	if result := run(now); result.Done {
+		t.Fatalf("the period counts from this server's sighting: %q", result.Message)
+	}
+	if result := run(now.Add(time.Minute)); !result.Done || !strings.Contains(result.Message, "not all reported within 15m0s: kubelet 1 of 4") {
+		t.Errorf("done %t, message %q; want done: the longest wait ended 30 minutes after the start", result.Done, result.Message)
+	}
+}

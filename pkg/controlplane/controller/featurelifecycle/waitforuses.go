@@ -97,7 +97,15 @@ func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	if end := started.Add(w.period); tc.Now.Before(end) {
 		return NotYet(fmt.Sprintf("no component reports %t; waiting until %s for late reports (%s)", old, end.UTC().Format(time.RFC3339), reported)), nil
 	}
-	if last := started.Add(w.maxPeriod); len(uncovered) > 0 && tc.Now.Before(last) {
+	// The longest wait counts from the first sighting too, but never goes
+	// past twice its length after the recorded start: leadership that keeps
+	// moving (a server that restarts over and over) must not hold the
+	// transition for ever. It tolerates up to maxPeriod of clock skew.
+	last := started.Add(w.maxPeriod)
+	if bound := tc.Task.StartTime.Add(2 * w.maxPeriod); bound.Before(last) {
+		last = bound
+	}
+	if len(uncovered) > 0 && tc.Now.Before(last) {
 		// A reporter in back-off (the API unreachable, or not served when it
 		// started) reports late: time alone would call the feature unused by
 		// instances that have not said so yet.
