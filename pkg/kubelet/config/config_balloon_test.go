@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
@@ -40,30 +41,31 @@ func TestReleasedBalloonIsAnUpdate(t *testing.T) {
 	_, ch, config := createPodConfigTester(tCtx)
 	channel := config.Channel(tCtx, kubetypes.ApiserverSource)
 
-	balloon := CreateValidPod("balloon", "kube-system")
-	balloon.Spec.PriorityClassName = scheduling.SystemNodeBalloon
-	balloon.Finalizers = []string{"example.com/other", kubetypes.BalloonProtectionFinalizer}
-	channel <- createSourceUpdate(balloon)
+	// Each update is a pod of its own: the config keeps and annotates what it is sent.
+	balloon := func(deleted bool, finalizers ...string) *v1.Pod {
+		pod := CreateValidPod("balloon", "kube-system")
+		pod.Spec.PriorityClassName = scheduling.SystemNodeBalloon
+		pod.Finalizers = finalizers
+		if deleted {
+			pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}
+		return pod
+	}
+	channel <- createSourceUpdate(balloon(false, "example.com/other", kubetypes.BalloonProtectionFinalizer))
 	if update := <-ch; update.Op != kubetypes.ADD {
 		t.Fatalf("got %v, want ADD", update.Op)
 	}
 
-	held := balloon.DeepCopy()
-	held.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
-	channel <- createSourceUpdate(held)
+	channel <- createSourceUpdate(balloon(true, "example.com/other", kubetypes.BalloonProtectionFinalizer))
 	if update := <-ch; update.Op != kubetypes.DELETE {
 		t.Fatalf("got %v, want DELETE", update.Op)
 	}
 
 	// Another finalizer goes: nothing the kubelet acts on.
-	other := held.DeepCopy()
-	other.Finalizers = []string{kubetypes.BalloonProtectionFinalizer}
-	channel <- createSourceUpdate(other)
+	channel <- createSourceUpdate(balloon(true, kubetypes.BalloonProtectionFinalizer))
 	expectNoPodUpdate(t, ch)
 
-	released := other.DeepCopy()
-	released.Finalizers = nil
-	channel <- createSourceUpdate(released)
+	channel <- createSourceUpdate(balloon(true))
 	update := <-ch
 	if update.Op != kubetypes.DELETE || len(update.Pods) != 1 {
 		t.Fatalf("got %v of %d pods, want DELETE of the released balloon", update.Op, len(update.Pods))
