@@ -117,9 +117,8 @@ type checkpointSlice struct {
 // Load reads the checkpoint slices of the VPA and returns the checkpoints of
 // each node's containers. Only the entries of the nodes that exist, with the
 // UID of the entry, count: the history of an earlier machine of a node's name
-// is not the node's. An entry without UID (written before entries had one) is
-// taken as the history of the node that has the name now. A node found in two
-// slices (a move that a restart interrupted) gets the more recent entry.
+// is not the node's. A node found in two slices (a move that a restart
+// interrupted) gets the more recent entry.
 func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, nodeUIDs model.NodeUIDs) (map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, error) {
 	state, entries, err := s.list(ctx, vpa, nodeUIDs)
 	if err != nil {
@@ -155,7 +154,7 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 			return entry.NodeUID, true
 		}
 		uid, exists := nodeUIDs(entry.NodeName)
-		return uid, exists && (entry.NodeUID == "" || entry.NodeUID == uid)
+		return uid, exists && entry.NodeUID == uid
 	}
 	latest := map[string]time.Time{}
 	winner := map[string]int{}
@@ -180,9 +179,6 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 				slice.dirty = true
 				continue
 			}
-			// An adopted entry is written again with its UID first, so that
-			// it is adopted once.
-			slice.dirty = slice.dirty || entry.NodeUID != uid
 			slice.nodes = append(slice.nodes, entry.NodeName)
 			state.uid[entry.NodeName] = uid
 			entries[model.NodeRef{Name: entry.NodeName, UID: uid}] = entry.Containers

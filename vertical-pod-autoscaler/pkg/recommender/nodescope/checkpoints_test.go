@@ -332,9 +332,8 @@ func TestCheckpointStoreWritesOnlyLoadedVPAs(t *testing.T) {
 
 // TestCheckpointStoreNodeIdentity: the history of a node belongs to its
 // machine (UID): the entry of an earlier machine of the name, or of a node that
-// is gone, is not loaded; an entry without UID (written before entries had
-// one) is adopted by the node that has the name and written with its UID; a
-// node whose name another machine takes loses its entry at once.
+// is gone, is not loaded, nor an entry without UID (no released version wrote
+// one); a node whose name another machine takes loses its entry at once.
 func TestCheckpointStoreNodeIdentity(t *testing.T) {
 	entry := func(node string, uid types.UID) vpa_alpha.NodeCheckpoint {
 		return vpa_alpha.NodeCheckpoint{NodeName: node, NodeUID: uid, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
@@ -365,11 +364,12 @@ func TestCheckpointStoreNodeIdentity(t *testing.T) {
 		got = append(got, node)
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
-	if want := []model.NodeRef{ref("same"), ref("unversioned")}; !reflect.DeepEqual(got, want) {
+	if want := []model.NodeRef{ref("same")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("loaded %v, want %v", got, want)
 	}
 
-	// The slice is written with the UIDs, without the entries that are not loaded.
+	// The slice is written with the UIDs, without the entries that are not
+	// loaded: the live node unversioned with its new history.
 	h := history([]string{"same", "unversioned"}, 100, f.now)
 	h.NodeUIDs = nodeUIDs
 	if stats := f.store1(t, h); stats.Writes != 1 {

@@ -51,9 +51,8 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // recommendations of its live nodes. recs maps each live node (at most one of
 // a name) to its recommendation, or to nil when the node's own history is not
 // sufficient yet: such a node keeps the entry it has (for instance from before
-// a restart of the recommender) and gets none otherwise. An entry of an earlier
-// machine of the node's name (another UID) is not the node's; an entry without
-// UID, written before entries had one, is taken as the node's and gets its UID.
+// a restart of the recommender) and gets none otherwise. An entry of another
+// UID (an earlier machine of the node's name) is not the node's.
 // Nodes missing from recs lose their entry. An entry that the hysteresis keeps
 // (Hysteresis.Keeps) stays as it is, also when its slice is written for
 // another node, so that the readers see only the changes that matter.
@@ -91,8 +90,6 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			case rec != nil && entry.NodeUID == node.UID && hysteresis.Keeps(node, &entry.Recommendation, rec):
 			case rec != nil:
 				entry = vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *rec}
-			case entry.NodeUID == "":
-				entry.NodeUID = node.UID
 			case entry.NodeUID != node.UID:
 				continue
 			}

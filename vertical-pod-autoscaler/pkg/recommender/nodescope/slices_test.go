@@ -152,11 +152,11 @@ func TestPlanSlices(t *testing.T) {
 }
 
 // TestPlanSlicesNodeIdentity: a node without enough history of its own does not
-// keep the entry of an earlier machine of its name; an entry without UID
-// (written before entries had one) is taken as the node's and gets its UID.
+// keep the entry of an earlier machine of its name, nor an entry without UID
+// (no released version wrote one).
 func TestPlanSlicesNodeIdentity(t *testing.T) {
 	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), nil, t0))
-	existing[0].Nodes[1].NodeUID = "" // node-0001, as the previous version wrote it
+	existing[0].Nodes[1].NodeUID = "" // node-0001
 
 	recs := nodeRecs(3, 100)
 	delete(recs, ref("node-0000"))
@@ -167,7 +167,6 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 		t.Fatalf("%d writes, want one update", plan.Writes())
 	}
 	want := []vpa_alpha.NodeRecommendation{
-		{NodeName: "node-0001", NodeUID: ref("node-0001").UID, Recommendation: *rec(100)},
 		{NodeName: "node-0002", NodeUID: ref("node-0002").UID, Recommendation: *rec(100)},
 	}
 	if got := plan.Update[0].Nodes; !apiequality.Semantic.DeepEqual(got, want) {

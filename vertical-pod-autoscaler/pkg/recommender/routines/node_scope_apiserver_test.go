@@ -321,9 +321,9 @@ func procStatus(t *testing.T, field string) string {
 	return "?"
 }
 
-// lookupMemory starts the slice informer of the admission controller and the
-// updater (nodescopeutil.NewLookup, which their main.go start with the gate
-// on), checks that it serves the recommender's entries and logs the heap it
+// lookupMemory starts the slice and node informers of the admission
+// controller and the updater (nodescopeutil.NewLookup and NewNodeLister, which
+// their main.go start with the gate on), checks that it serves the recommender's entries and logs the heap it
 // holds.
 func (r *apiServerRun) lookupMemory(what string) {
 	base := heapAfterGC()
@@ -333,13 +333,16 @@ func (r *apiServerRun) lookupMemory(what string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	if lookup.Nodes, err = nodescopeutil.NewNodeLister(kubernetes.NewForConfigOrDie(rest.CopyConfig(r.cfg)), stop); err != nil {
+		r.t.Fatal(err)
+	}
 	held := heapAfterGC()
 	for _, node := range []string{r.names[0], r.names[len(r.names)-1]} {
 		if lookup.NodeRecommendation(r.f.apiVPA, node) == nil {
 			r.t.Errorf("the slice informer has no recommendation for node %s", node)
 		}
 	}
-	r.t.Logf("MEASURED %s: the slice informer of the admission controller and of the updater holds %d slices in %.1f MiB of heap in use (live objects %.1f MiB)",
+	r.t.Logf("MEASURED %s: the slice and node informers of the admission controller and of the updater hold %d slices in %.1f MiB of heap in use (live objects %.1f MiB)",
 		what, len(lookup.Indexer.List()), mib(held.inUse, base.inUse), mib(held.live, base.live))
 }
 

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -83,6 +84,17 @@ func nsVPA(mode vpa_types.UpdateMode) *vpa_types.VerticalPodAutoscaler {
 	}
 }
 
+// nsNodes holds the nodes busy and quiet, of UIDs uid-busy and uid-quiet.
+func nsNodes(t *testing.T) listersv1.NodeLister {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, name := range []string{"busy", "quiet"} {
+		if err := indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return listersv1.NewNodeLister(indexer)
+}
+
 // nsLookup holds the VPA's slice as the recommender wrote it at written.
 func nsLookup(t *testing.T, clk *clocktesting.FakeClock, written time.Time) *nodescope.Lookup {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nodescope.Indexers())
@@ -93,13 +105,13 @@ func nsLookup(t *testing.T, clk *clocktesting.FakeClock, written time.Time) *nod
 		VPAName:    "agent",
 		UpdateTime: metav1.NewTime(written),
 		Nodes: []vpa_alpha.NodeRecommendation{
-			{NodeName: "busy", Recommendation: *nsRec(nsBusy)},
-			{NodeName: "quiet", Recommendation: *nsRec(nsQuiet)},
+			{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *nsRec(nsBusy)},
+			{NodeName: "quiet", NodeUID: "uid-quiet", Recommendation: *nsRec(nsQuiet)},
 		},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &nodescope.Lookup{Indexer: indexer, Clock: clk}
+	return &nodescope.Lookup{Indexer: indexer, Nodes: nsNodes(t), Clock: clk}
 }
 
 // nsPod is the DaemonSet's pod on the node, as the DaemonSet controller

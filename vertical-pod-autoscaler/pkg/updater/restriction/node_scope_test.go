@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	baseclocktest "k8s.io/utils/clock/testing"
@@ -69,11 +70,15 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "VerticalPodAutoscaler", Name: vpa.Name, UID: vpa.UID}}},
 		VPAName:    vpa.Name,
 		UpdateTime: metav1.Now(),
-		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *cpuMemRec("2", "2Gi")}},
+		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *cpuMemRec("2", "2Gi")}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer}, Role: nodescope.Updater}
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "busy", UID: "uid-busy"}}); err != nil {
+		t.Fatal(err)
+	}
+	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer, Nodes: listersv1.NewNodeLister(nodes)}, Role: nodescope.Updater}
 	attempts := map[types.UID]*vpa_types.RecommendedPodResources{pod.UID: cpuMemRec("2", "2Gi")}
 
 	factory, err := getRestrictionFactory(&rc, nil, nil, nil, 1, 0.5, baseclocktest.NewFakeClock(time.Time{}), map[string]time.Time{}, GetFakeCalculatorsWithFakeResourceCalc(), false)

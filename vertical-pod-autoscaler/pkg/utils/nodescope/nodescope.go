@@ -29,10 +29,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -133,6 +136,10 @@ func Indexers() cache.Indexers {
 // Indexers).
 type Lookup struct {
 	Indexer cache.Indexer
+	// Nodes are the nodes of the cluster: an entry is a node's only when it
+	// carries the UID of the Node of its name, so that a machine that takes
+	// the name of a deleted one gets nothing of the earlier machine's.
+	Nodes listersv1.NodeLister
 	// Clock tells the age of the slices; nil: the real clock.
 	Clock clock.PassiveClock
 	// StaleAfter is the age from which a slice is stale; 0:
@@ -142,9 +149,15 @@ type Lookup struct {
 
 // NodeEntry returns the recommendation the slices owned by the VPA hold for
 // the node, or nil, and whether the slice it is in is fresh: its updateTime
-// younger than StaleAfter. A node found in two slices (a move between them
-// that a recommender restart cut short) takes the entry of the newer slice.
+// younger than StaleAfter. Only an entry with the UID of the Node of that name
+// counts; a node not in Nodes has none. A node found in two slices (a move
+// between them that a recommender restart cut short) takes the entry of the
+// newer slice.
 func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*vpa_types.RecommendedPodResources, bool) {
+	n, err := l.Nodes.Get(node)
+	if err != nil {
+		return nil, false
+	}
 	objs, err := l.Indexer.ByIndex(NodeIndex, nodeKey(vpa.UID, node))
 	if err != nil {
 		return nil, false
@@ -157,7 +170,7 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 			continue
 		}
 		for i := range s.Nodes {
-			if s.Nodes[i].NodeName == node {
+			if s.Nodes[i].NodeName == node && s.Nodes[i].NodeUID == n.UID {
 				rec, newest = &s.Nodes[i].Recommendation, s
 				break
 			}
@@ -486,6 +499,45 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 	return &Lookup{Indexer: store.(cache.Indexer)}, nil
 }
 
+// NewNodeLister starts an informer over the nodes that keeps their name, UID
+// and labels only (a few hundred bytes a node), and waits for it to sync
+// within accessCheckTimeout.
+func NewNodeLister(kubeClient kubernetes.Interface, stopCh <-chan struct{}) (listersv1.NodeLister, error) {
+	ctx := wait.ContextForChannel(stopCh)
+	nodes := kubeClient.CoreV1().Nodes()
+	store, controller := cache.NewInformerWithOptions(cache.InformerOptions{
+		ObjectType: &corev1.Node{},
+		ListerWatcher: &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+				return nodes.List(ctx, options)
+			},
+			WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+				return nodes.Watch(ctx, options)
+			},
+		},
+		Handler:      &cache.ResourceEventHandlerFuncs{},
+		ResyncPeriod: time.Hour,
+		Indexers:     cache.Indexers{},
+		Transform:    trimNode,
+	})
+	go controller.RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, accessCheckTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), controller.HasSynced) {
+		return nil, fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the nodes cache did not sync within %v: grant this component list and watch of nodes (deploy/vpa-rbac.yaml) or turn the gate off", accessCheckTimeout)
+	}
+	return listersv1.NewNodeLister(store.(cache.Indexer)), nil
+}
+
+// trimNode keeps of a node what the Lookup uses: its name, UID and labels.
+func trimNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels}}, nil
+}
+
 // Options are what WrapRecommendationProcessor needs of the component.
 type Options struct {
 	// Role is the component.
@@ -523,6 +575,9 @@ func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, opt
 		return nil, err
 	}
 	lookup.StaleAfter = opts.StaleAfter
+	if lookup.Nodes, err = NewNodeLister(opts.KubeClient, stopCh); err != nil {
+		return nil, err
+	}
 	identity, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("cannot name the holder of lease of the %s: %w", opts.Role, err)

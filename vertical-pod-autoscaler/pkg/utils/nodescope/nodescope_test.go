@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -67,26 +68,37 @@ func sliceMeta(name, vpaName string, vpaUID types.UID) metav1.ObjectMeta {
 	}}}
 }
 
+// testNodes holds the nodes busy, quiet and third, each of UID uid-<name>.
+func testNodes(t *testing.T) listersv1.NodeLister {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, name := range []string{"busy", "quiet", "third"} {
+		if err := indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return listersv1.NewNodeLister(indexer)
+}
+
 func lookup(t *testing.T) *Lookup {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
 	for _, s := range []*vpa_alpha.VerticalPodAutoscalerSlice{
 		{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
-			{NodeName: "busy", Recommendation: *podResources("2", "2Gi")},
-			{NodeName: "quiet", Recommendation: *podResources("50m", "64Mi")},
+			{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources("2", "2Gi")},
+			{NodeName: "quiet", NodeUID: "uid-quiet", Recommendation: *podResources("50m", "64Mi")},
 		}},
 		{ObjectMeta: sliceMeta("agent-b", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
-			{NodeName: "third", Recommendation: *podResources("700m", "1Gi")},
+			{NodeName: "third", NodeUID: "uid-third", Recommendation: *podResources("700m", "1Gi")},
 		}},
 		// Another VPA's slice, for the same node name.
 		{ObjectMeta: sliceMeta("other-a", "other", "other-uid"), VPAName: "other", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
-			{NodeName: "quiet", Recommendation: *podResources("9", "9Gi")},
+			{NodeName: "quiet", NodeUID: "uid-quiet", Recommendation: *podResources("9", "9Gi")},
 		}},
 	} {
 		if err := indexer.Add(s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &Lookup{Indexer: indexer}
+	return &Lookup{Indexer: indexer, Nodes: testNodes(t)}
 }
 
 // daemonSetPod is a pod as the DaemonSet controller creates it: pinned to its
@@ -261,6 +273,47 @@ func TestForPodIgnoresSlicesOfEarlierVPA(t *testing.T) {
 	}
 }
 
+// TestReadersMatchNodeUID: an entry is the node's only when it carries the UID
+// of the Node of that name. A node deleted and registered again under the same
+// name (a new machine) gets nothing of the earlier machine's entry, from the
+// admission controller or the updater, until the recommender writes one for
+// the new UID; a node not in the node cache gets no entry either.
+func TestReadersMatchNodeUID(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	vpa := daemonSetVPA(vpa_types.ScopeNode, nil)
+	slice := &vpa_alpha.VerticalPodAutoscalerSlice{ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(), Nodes: []vpa_alpha.NodeRecommendation{
+		{NodeName: "busy", NodeUID: "uid-earlier-machine", Recommendation: *podResources("2", "2Gi")},
+		{NodeName: "gone", NodeUID: "uid-gone", Recommendation: *podResources("3", "3Gi")},
+	}}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
+	if err := indexer.Add(slice); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lookup{Indexer: indexer, Nodes: testNodes(t)}
+	check := func(when, node, want string) {
+		t.Helper()
+		for _, role := range []Role{AdmissionController, Updater} {
+			p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: role}
+			rec, _, err := p.Apply(vpa, daemonSetPod(node, role == Updater))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.ContainerRecommendations[0].Target[corev1.ResourceCPU]; got.Cmp(resource.MustParse(want)) != 0 {
+				t.Errorf("%s: %s on node %s: cpu target %s, want %s", when, role, node, got.String(), want)
+			}
+		}
+	}
+	check("the entry of the earlier machine", "busy", "300m")
+	check("a node not in the cache", "gone", "300m")
+
+	slice = slice.DeepCopy()
+	slice.Nodes[0] = vpa_alpha.NodeRecommendation{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources("1", "1Gi")}
+	if err := indexer.Update(slice); err != nil {
+		t.Fatal(err)
+	}
+	check("the recommender wrote the new machine's entry", "busy", "1")
+}
+
 // TestStaleSlices: a slice the recommender has not written for StaleAfter
 // (it is down, or stopped writing: RBAC, the gate off in the recommender
 // only), or one without updateTime, is stale. The admission controller
@@ -295,11 +348,11 @@ func TestStaleSlices(t *testing.T) {
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
 			if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
 				ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(tc.updateTime),
-				Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *podResources("2", "2Gi")}},
+				Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources("2", "2Gi")}},
 			}); err != nil {
 				t.Fatal(err)
 			}
-			l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age)), StaleAfter: tc.staleAfter}
+			l := &Lookup{Indexer: indexer, Nodes: testNodes(t), Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age)), StaleAfter: tc.staleAfter}
 			for _, c := range []struct {
 				role Role
 				want string
@@ -334,12 +387,12 @@ func TestNodeEntryInTwoSlices(t *testing.T) {
 	}{{age: time.Hour, cpu: "1"}, {age: time.Minute, cpu: "2"}} {
 		if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
 			ObjectMeta: sliceMeta(fmt.Sprintf("agent-%d", i), "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(written.Add(-s.age)),
-			Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", Recommendation: *podResources(s.cpu, "1Gi")}},
+			Nodes: []vpa_alpha.NodeRecommendation{{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources(s.cpu, "1Gi")}},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l := &Lookup{Indexer: indexer, Clock: clocktesting.NewFakePassiveClock(written)}
+	l := &Lookup{Indexer: indexer, Nodes: testNodes(t), Clock: clocktesting.NewFakePassiveClock(written)}
 	rec, fresh := l.NodeEntry(daemonSetVPA(vpa_types.ScopeNode, nil), "busy")
 	if rec == nil || !fresh || rec.ContainerRecommendations[0].Target.Cpu().String() != "2" {
 		t.Errorf("entry %v, fresh %t; want the newer slice's 2 cores, fresh", rec, fresh)

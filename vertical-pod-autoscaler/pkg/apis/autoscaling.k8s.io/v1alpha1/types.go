@@ -122,8 +122,9 @@ type NodeRecommendation struct {
 	NodeName string `json:"nodeName"`
 
 	// nodeUID is the UID of the node, which tells the machine the
-	// recommendation is for from a later one of the same name. Empty in
-	// entries written before the field existed.
+	// recommendation is for from a later one of the same name: the admission
+	// controller and the updater apply the entry only to the pods of the Node
+	// of that name and UID, and an entry without it to none.
 	// +optional
 	NodeUID types.UID `json:"nodeUID,omitempty"`
 
@@ -184,8 +185,8 @@ type NodeCheckpoint struct {
 	NodeName string `json:"nodeName"`
 
 	// nodeUID is the UID of the node, which tells the machine whose history
-	// this is from a later one of the same name. Empty in entries written
-	// before the field existed.
+	// this is from a later one of the same name. An entry without it is not
+	// loaded.
 	// +optional
 	NodeUID types.UID `json:"nodeUID,omitempty"`
 
