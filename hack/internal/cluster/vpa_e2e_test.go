@@ -931,7 +931,7 @@ func testVPA(name string, nodeScope bool) *unstructured.Unstructured {
 		}}},
 	}
 	if nodeScope {
-		spec["scope"] = "node"
+		spec["scope"] = "Node"
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": vpaGroup + "/v1",

@@ -18,6 +18,7 @@ package vpa
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,8 +47,8 @@ func validateVPASpecScope(spec *vpa_types.VerticalPodAutoscalerSpec, fldPath *fi
 	if spec.Scope != vpa_types.ScopeNode {
 		return field.ErrorList{field.NotSupported(fldPath, spec.Scope, []vpa_types.VerticalPodAutoscalerScope{vpa_types.ScopeNode})}
 	}
-	if spec.TargetRef == nil || spec.TargetRef.Kind != "DaemonSet" {
-		return field.ErrorList{field.Invalid(fldPath, spec.Scope, "scope node is allowed only when targetRef.kind is DaemonSet")}
+	if spec.TargetRef == nil || spec.TargetRef.Kind != "DaemonSet" || !strings.HasPrefix(spec.TargetRef.APIVersion, "apps/") {
+		return field.ErrorList{field.Invalid(fldPath, spec.Scope, "scope Node is allowed only when targetRef is an apps DaemonSet")}
 	}
 	return nil
 }
@@ -62,7 +63,7 @@ func validateVPASpecNodeScope(spec *vpa_types.VerticalPodAutoscalerSpec, fldPath
 		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf("in order to use nodeScope, you must enable feature gate %s in the admission-controller args", features.DaemonSetNodeScope))}
 	}
 	if spec.Scope != vpa_types.ScopeNode {
-		return field.ErrorList{field.Forbidden(fldPath, "nodeScope is allowed only when scope is node")}
+		return field.ErrorList{field.Forbidden(fldPath, "nodeScope is allowed only when scope is Node")}
 	}
 	var allErrs field.ErrorList
 	if key := spec.NodeScope.GroupLabel; key != "" {

@@ -50,9 +50,16 @@ func TestValidateVPAScope(t *testing.T) {
 			wantErr: "spec.scope: Forbidden: in order to use scope, you must enable feature gate DaemonSetNodeScope in the admission-controller args"},
 		{name: "node scope kept on update, gate off", oldObj: scopedVPA("DaemonSet", vpa_types.ScopeNode), vpa: scopedVPA("DaemonSet", vpa_types.ScopeNode)},
 		{name: "node scope on a Deployment", gate: true, vpa: scopedVPA("Deployment", vpa_types.ScopeNode),
-			wantErr: `spec.scope: Invalid value: "node": scope node is allowed only when targetRef.kind is DaemonSet`},
+			wantErr: `spec.scope: Invalid value: "Node": scope Node is allowed only when targetRef is an apps DaemonSet`},
+		{name: "node scope on a DaemonSet of another group", gate: true, vpa: func() *vpa_types.VerticalPodAutoscaler {
+			v := scopedVPA("DaemonSet", vpa_types.ScopeNode)
+			v.Spec.TargetRef.APIVersion = "example.com/v1"
+			return v
+		}(), wantErr: `spec.scope: Invalid value: "Node": scope Node is allowed only when targetRef is an apps DaemonSet`},
+		{name: "lower case", gate: true, vpa: scopedVPA("DaemonSet", "node"),
+			wantErr: `spec.scope: Unsupported value: "node": supported values: "Node"`},
 		{name: "unknown scope", gate: true, vpa: scopedVPA("DaemonSet", "zone"),
-			wantErr: `spec.scope: Unsupported value: "zone": supported values: "node"`},
+			wantErr: `spec.scope: Unsupported value: "zone": supported values: "Node"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, tc.gate)
@@ -92,7 +99,7 @@ func TestValidateVPANodeScope(t *testing.T) {
 			wantErrs: []string{"spec.nodeScope: Forbidden: in order to use nodeScope, you must enable feature gate DaemonSetNodeScope in the admission-controller args"}},
 		{name: "kept on update, gate off", oldObj: groupedVPA(vpa_types.ScopeNode, "pool"), vpa: groupedVPA(vpa_types.ScopeNode, "pool")},
 		{name: "without scope node", gate: true, vpa: groupedVPA("", "pool"),
-			wantErrs: []string{"spec.nodeScope: Forbidden: nodeScope is allowed only when scope is node"}},
+			wantErrs: []string{"spec.nodeScope: Forbidden: nodeScope is allowed only when scope is Node"}},
 		{name: "invalid key", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "pool name"),
 			wantErrs: []string{`spec.nodeScope.groupLabel: Invalid value: "pool name": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`}},
 		{name: "name part too long", gate: true, vpa: groupedVPA(vpa_types.ScopeNode, "example.com/"+strings.Repeat("a", 64)),

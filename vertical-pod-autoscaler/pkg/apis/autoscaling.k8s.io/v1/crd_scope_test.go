@@ -19,6 +19,7 @@ package v1
 import (
 	"bytes"
 	"context"
+	"k8s.io/utils/ptr"
 	"os"
 	"strings"
 	"testing"
@@ -75,6 +76,28 @@ func TestGeneratedCRDIsValid(t *testing.T) {
 	}
 }
 
+// TestAlphaKindsAPIReview: the two alpha kinds have had no API review, so they
+// carry upstream's annotation for unapproved kinds in a protected group (the
+// original VPA CRD's approval is not theirs), and every list of them is
+// bounded.
+func TestAlphaKindsAPIReview(t *testing.T) {
+	crds := generatedCRDs(t)
+	const unapproved = "unapproved, experimental-only; please get an approval from Kubernetes API reviewers if you're trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups"
+	for _, kind := range []string{"VerticalPodAutoscalerSlice", "VerticalPodAutoscalerCheckpointSlice"} {
+		crd := crds[kind]
+		if crd == nil {
+			t.Fatalf("no CRD of %s", kind)
+		}
+		if got := crd.Annotations["api-approved.kubernetes.io"]; got != unapproved {
+			t.Errorf("%s: api-approved.kubernetes.io %q, want %q", kind, got, unapproved)
+		}
+		nodes := crd.Spec.Validation.OpenAPIV3Schema.Properties["nodes"]
+		if nodes.MaxItems == nil {
+			t.Errorf("%s: nodes has no maxItems", kind)
+		}
+	}
+}
+
 // vpaValidator returns a function that validates a VerticalPodAutoscaler of
 // the given spec as the apiserver does with the generated CRD: OpenAPI schema,
 // then CEL rules.
@@ -118,27 +141,37 @@ func vpaValidator(t *testing.T) func(spec map[string]interface{}) field.ErrorLis
 func TestCRDScopeValidation(t *testing.T) {
 	validate := vpaValidator(t)
 	for _, tc := range []struct {
-		name    string
-		kind    string
-		scope   string
-		wantErr string
+		name       string
+		apiVersion string // default apps/v1
+		kind       string
+		scope      *string
+		wantErr    string
 	}{
 		{name: "no scope, Deployment", kind: "Deployment"},
 		{name: "no scope, DaemonSet", kind: "DaemonSet"},
-		{name: "node scope, DaemonSet", kind: "DaemonSet", scope: "node"},
-		{name: "node scope, Deployment", kind: "Deployment", scope: "node",
-			wantErr: `spec.scope: Invalid value: scope node is allowed only when targetRef.kind is DaemonSet`},
-		{name: "node scope, StatefulSet", kind: "StatefulSet", scope: "node",
-			wantErr: `spec.scope: Invalid value: scope node is allowed only when targetRef.kind is DaemonSet`},
-		{name: "unknown scope", kind: "DaemonSet", scope: "zone",
-			wantErr: `spec.scope: Unsupported value: "zone": supported values: "node"`},
+		{name: "explicit empty scope", kind: "Deployment", scope: ptr.To("")},
+		{name: "node scope, DaemonSet", kind: "DaemonSet", scope: ptr.To("Node")},
+		{name: "node scope, Deployment", kind: "Deployment", scope: ptr.To("Node"),
+			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
+		{name: "node scope, StatefulSet", kind: "StatefulSet", scope: ptr.To("Node"),
+			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
+		{name: "node scope, DaemonSet of another group", apiVersion: "example.com/v1", kind: "DaemonSet", scope: ptr.To("Node"),
+			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
+		{name: "lower case", kind: "DaemonSet", scope: ptr.To("node"),
+			wantErr: `spec.scope: Unsupported value: "node": supported values: "", "Node"`},
+		{name: "unknown scope", kind: "DaemonSet", scope: ptr.To("zone"),
+			wantErr: `spec.scope: Unsupported value: "zone": supported values: "", "Node"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := map[string]interface{}{
-				"targetRef": map[string]interface{}{"apiVersion": "apps/v1", "kind": tc.kind, "name": "agent"},
+			apiVersion := "apps/v1"
+			if tc.apiVersion != "" {
+				apiVersion = tc.apiVersion
 			}
-			if tc.scope != "" {
-				spec["scope"] = tc.scope
+			spec := map[string]interface{}{
+				"targetRef": map[string]interface{}{"apiVersion": apiVersion, "kind": tc.kind, "name": "agent"},
+			}
+			if tc.scope != nil {
+				spec["scope"] = *tc.scope
 			}
 			checkErrors(t, validate(spec), tc.wantErr)
 		})
@@ -153,16 +186,16 @@ func TestCRDNodeScopeValidation(t *testing.T) {
 		groupLabel string
 		wantErr    string
 	}{
-		{name: "instance type", scope: "node", groupLabel: "node.kubernetes.io/instance-type"},
-		{name: "label without prefix", scope: "node", groupLabel: "pool"},
-		{name: "longest key", scope: "node", groupLabel: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)},
+		{name: "instance type", scope: "Node", groupLabel: "node.kubernetes.io/instance-type"},
+		{name: "label without prefix", scope: "Node", groupLabel: "pool"},
+		{name: "longest key", scope: "Node", groupLabel: strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)},
 		{name: "without scope node", groupLabel: "pool",
-			wantErr: `spec.nodeScope: Invalid value: nodeScope is allowed only when scope is node`},
-		{name: "invalid key", scope: "node", groupLabel: "pool name",
+			wantErr: `spec.nodeScope: Invalid value: nodeScope is allowed only when scope is Node`},
+		{name: "invalid key", scope: "Node", groupLabel: "pool name",
 			wantErr: `spec.nodeScope.groupLabel: Invalid value: "pool name": spec.nodeScope.groupLabel in body should match`},
-		{name: "name part too long", scope: "node", groupLabel: "example.com/" + strings.Repeat("a", 64),
+		{name: "name part too long", scope: "Node", groupLabel: "example.com/" + strings.Repeat("a", 64),
 			wantErr: `spec.nodeScope.groupLabel: Invalid value: "example.com/` + strings.Repeat("a", 64) + `": spec.nodeScope.groupLabel in body should match`},
-		{name: "prefix too long", scope: "node", groupLabel: strings.Repeat("a", 254) + "/b",
+		{name: "prefix too long", scope: "Node", groupLabel: strings.Repeat("a", 254) + "/b",
 			wantErr: `spec.nodeScope.groupLabel: Invalid value: "` + strings.Repeat("a", 254) + `/b": the prefix of groupLabel must be no more than 253 characters`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -76,7 +76,7 @@ func VPANameLabelValue(vpaName string) string {
 // +kubebuilder:resource:shortName=vpaslice
 // +kubebuilder:printcolumn:name="VPA",type="string",JSONPath=".vpaName"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=https://github.com/kubernetes/kubernetes/pull/63797"
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only; please get an approval from Kubernetes API reviewers if you're trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups"
 
 // VerticalPodAutoscalerSlice holds the per-node recommendations of one
 // VerticalPodAutoscaler with scope node, for at most 100 nodes. The recommender
@@ -151,7 +151,7 @@ type VerticalPodAutoscalerSliceList struct {
 // +kubebuilder:resource:shortName=vpacheckpointslice
 // +kubebuilder:printcolumn:name="VPA",type="string",JSONPath=".vpaName"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=https://github.com/kubernetes/kubernetes/pull/63797"
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only; please get an approval from Kubernetes API reviewers if you're trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups"
 
 // VerticalPodAutoscalerCheckpointSlice holds the checkpoints of the per-node
 // usage history of one VerticalPodAutoscaler with scope node, for as many nodes
@@ -170,9 +170,13 @@ type VerticalPodAutoscalerCheckpointSlice struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="vpaName is immutable"
 	VPAName string `json:"vpaName"`
 
-	// nodes holds the checkpoints of the pod on each node of the slice.
+	// nodes holds the checkpoints of the pod on each node of the slice. The
+	// recommender fills a slice up to 512 KiB (MaxCheckpointSliceBytes); no
+	// entry is smaller than 65 bytes (a name and a UID), so it never writes
+	// more than 8192.
 	// +listType=map
 	// +listMapKey=nodeName
+	// +kubebuilder:validation:MaxItems=8192
 	// +optional
 	Nodes []NodeCheckpoint `json:"nodes,omitempty"`
 }
