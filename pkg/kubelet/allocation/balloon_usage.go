@@ -33,67 +33,97 @@ import (
 	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
+	"k8s.io/utils/clock"
 )
 
-// NewBalloonUsageAdmitHandler returns a PodAdmitHandler that defers a balloon's
-// memory upsize that fits the node's requests but not what its pods actually
-// use. Requests alone would let a balloon take memory that Burstable and
-// BestEffort pods use above their requests, and the eviction manager would then
-// evict them: the reclaim must wait instead.
+// NewBalloonUsageAdmitHandler returns a PodAdmitHandler that holds back a
+// balloon's memory, on its creation and on an upsize, that fits the node's
+// requests but not what its pods actually use. Requests alone would let a
+// balloon take memory that Burstable and BestEffort pods use above their
+// requests, and the eviction manager would then evict them: the reclaim must
+// wait instead.
 //
-// memoryStats is the kubelet's summary of cpu and memory usage, getNode the
+// observedUsage returns the eviction manager's last summary, getNode the
 // kubelet's node and thresholds its eviction thresholds.
-func NewBalloonUsageAdmitHandler(allocationManager Manager, memoryStats func(context.Context) (*statsapi.Summary, error), getNode func(context.Context, bool) (*v1.Node, error), thresholds []evictionapi.Threshold) lifecycle.PodAdmitHandler {
+func NewBalloonUsageAdmitHandler(allocationManager Manager, observedUsage func() *statsapi.Summary, getNode func(context.Context, bool) (*v1.Node, error), thresholds []evictionapi.Threshold, clock clock.PassiveClock) lifecycle.PodAdmitHandler {
 	return &balloonUsageAdmitHandler{
 		allocationManager: allocationManager,
-		memoryStats:       memoryStats,
+		observedUsage:     observedUsage,
 		getNode:           getNode,
 		thresholds:        thresholds,
+		clock:             clock,
 	}
 }
 
 type balloonUsageAdmitHandler struct {
 	allocationManager Manager
-	memoryStats       func(context.Context) (*statsapi.Summary, error)
+	observedUsage     func() *statsapi.Summary
 	getNode           func(context.Context, bool) (*v1.Node, error)
 	thresholds        []evictionapi.Threshold
+	clock             clock.PassiveClock
 }
 
-// Admit defers a balloon upsize when, with the balloon at its new size:
+// BalloonMemoryInUse is the reason a new balloon is rejected with when the
+// node's pods use the memory it would hold.
+const BalloonMemoryInUse = "BalloonMemoryInUse"
+
+// Admit holds back a balloon's growth, a new balloon's whole memory request or
+// an upsize's increase, when, with the balloon at its new size:
 //   - the working set of the node's other pods plus the memory requests of its
 //     balloons exceeds the node's allocatable memory, which is capacity less the
 //     system and kube reservations and the hard memory.available threshold; or
 //   - memory.available less the balloon's growth falls below the hard
 //     memory.available eviction threshold.
 //
-// Usage it cannot read defers the upsize too, as does usage older than
-// balloonUsageMaxAge and a workload pod whose usage the summary lacks: a reclaim
-// is retried, an eviction is not undone. The Deferred message names the cause,
-// not the numbers, so that a retry with other numbers writes no new status and
-// no new event; the numbers are logged.
+// An upsize is Deferred and retried. A new balloon is rejected: the DaemonSet
+// controller creates it again with its backoff, and its node stays tainted
+// until a balloon holds the recorded size. A new balloon of the template's
+// size (kubetypes.UnsizedBalloonMemory) holds nothing worth checking, and one
+// the kubelet admitted before (a kubelet restart) holds its memory already.
+//
+// The usage is the eviction manager's last observation. Usage it has not made
+// yet holds the balloon back too, as does usage older than balloonUsageMaxAge
+// and a workload pod whose usage the summary lacks: a reclaim is retried, an
+// eviction is not undone. The message names the cause, not the numbers, so
+// that a retry with other numbers writes no new status and no new event; the
+// numbers are logged.
 func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
 	pod := attrs.Pod
-	if attrs.Operation != lifecycle.ResizeOperation || !kubetypes.IsBalloonPod(pod) {
+	if !kubetypes.IsBalloonPod(pod) {
 		return lifecycle.PodAdmitResult{Admit: true}
 	}
-	allocatedPod, _ := h.allocationManager.UpdatePodFromAllocation(pod)
 	growth := podMemoryRequest(pod)
-	growth.Sub(podMemoryRequest(allocatedPod))
+	reason := v1.PodReasonDeferred
+	switch attrs.Operation {
+	case lifecycle.ResizeOperation:
+		allocatedPod, _ := h.allocationManager.UpdatePodFromAllocation(pod)
+		growth.Sub(podMemoryRequest(allocatedPod))
+	case lifecycle.AddOperation:
+		if h.allocationManager.HasPodAllocatedResources(pod.UID) || growth.Cmp(kubetypes.UnsizedBalloonMemory) <= 0 {
+			return lifecycle.PodAdmitResult{Admit: true}
+		}
+		reason = BalloonMemoryInUse
+	default:
+		return lifecycle.PodAdmitResult{Admit: true}
+	}
 	if growth.Sign() <= 0 {
 		return lifecycle.PodAdmitResult{Admit: true}
 	}
-
-	summary, err := h.memoryStats(ctx)
-	if err != nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
-		return deferBalloonUpsize("the node's memory usage is not known yet (%v)", err)
+	holdBack := func(format string, args ...any) lifecycle.PodAdmitResult {
+		return lifecycle.PodAdmitResult{Admit: false, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
-	if age := time.Since(summary.Node.Memory.Time.Time); age > balloonUsageMaxAge {
-		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: the node's memory usage is old", "pod", klog.KObj(pod), "age", age)
-		return deferBalloonUpsize("the node's memory usage is older than %v", balloonUsageMaxAge)
+
+	summary := h.observedUsage()
+	if summary == nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
+		return holdBack("the node's memory usage is not known yet")
+	}
+	if age := h.clock.Since(summary.Node.Memory.Time.Time); age > balloonUsageMaxAge {
+		klog.FromContext(ctx).V(2).Info("Holding back a balloon: the node's memory usage is old", "pod", klog.KObj(pod), "age", age)
+		return holdBack("the node's memory usage is older than %v", balloonUsageMaxAge)
 	}
 	node, err := h.getNode(ctx, true)
 	if err != nil {
-		return deferBalloonUpsize("the node's allocatable memory is not known (%v)", err)
+		return holdBack("the node's allocatable memory is not known (%v)", err)
 	}
 
 	balloons := podMemoryRequest(pod)
@@ -115,15 +145,15 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 	if workloads.Len() > 0 {
 		// The summary may be partial (cadvisor has not seen a new pod yet):
 		// a pod it lacks would count as using nothing.
-		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: pods without memory usage in the summary", "pod", klog.KObj(pod), "pods", sets.List(workloads))
-		return deferBalloonUpsize("the memory usage of some of the node's pods is not known yet")
+		klog.FromContext(ctx).V(2).Info("Holding back a balloon: pods without memory usage in the summary", "pod", klog.KObj(pod), "pods", sets.List(workloads))
+		return holdBack("the memory usage of some of the node's pods is not known yet")
 	}
 	allocatable := node.Status.Allocatable.Memory()
 	needed := inUse.DeepCopy()
 	needed.Add(balloons)
 	if needed.Cmp(*allocatable) > 0 {
-		klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: memory in use", "pod", klog.KObj(pod), "workingSet", inUse, "balloons", &balloons, "allocatable", allocatable)
-		return deferBalloonUpsize("memory in use: the working set of the node's pods and the memory its balloons would hold exceed the node's allocatable memory")
+		klog.FromContext(ctx).V(2).Info("Holding back a balloon: memory in use", "pod", klog.KObj(pod), "workingSet", inUse, "balloons", &balloons, "allocatable", allocatable)
+		return holdBack("memory in use: the working set of the node's pods and the memory its balloons would hold exceed the node's allocatable memory")
 	}
 
 	available := resource.NewQuantity(int64(*summary.Node.Memory.AvailableBytes), resource.BinarySI)
@@ -135,20 +165,16 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 		left := available.DeepCopy()
 		left.Sub(growth)
 		if threshold := evictionapi.GetThresholdQuantity(t.Value, capacity); left.Cmp(*threshold) < 0 {
-			klog.FromContext(ctx).V(2).Info("Deferring a balloon upsize: memory.available", "pod", klog.KObj(pod), "available", available, "growth", &growth, "left", &left, "threshold", threshold)
-			return deferBalloonUpsize("memory in use: growing the balloon would take memory.available below the hard eviction threshold")
+			klog.FromContext(ctx).V(2).Info("Holding back a balloon: memory.available", "pod", klog.KObj(pod), "available", available, "growth", &growth, "left", &left, "threshold", threshold)
+			return holdBack("memory in use: growing the balloon would take memory.available below the hard eviction threshold")
 		}
 	}
 	return lifecycle.PodAdmitResult{Admit: true}
 }
 
-// balloonUsageMaxAge is the oldest memory usage a balloon upsize is decided on:
-// the kubelet's summary is cadvisor's, refreshed every 10 to 15 seconds.
+// balloonUsageMaxAge is the oldest memory usage a balloon is admitted on: the
+// eviction manager observes every 10 seconds.
 const balloonUsageMaxAge = 30 * time.Second
-
-func deferBalloonUpsize(format string, args ...any) lifecycle.PodAdmitResult {
-	return lifecycle.PodAdmitResult{Admit: false, Reason: v1.PodReasonDeferred, Message: fmt.Sprintf(format, args...)}
-}
 
 func podMemoryRequest(pod *v1.Pod) resource.Quantity {
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{

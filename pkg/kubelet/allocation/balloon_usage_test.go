@@ -18,7 +18,6 @@ package allocation
 
 import (
 	"context"
-	"errors"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -29,29 +28,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/kubernetes/pkg/features"
 	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
-// memoryUsage is what the kubelet's summary says the node and its pods use.
+// memoryUsage is what the eviction manager's last summary says the node and
+// its pods use.
 type memoryUsage struct {
 	nodeAvailable, nodeWorkingSet string
 	pods                          map[*v1.Pod]string
-	err                           error
+	// unobserved: the eviction manager has not observed the node yet.
+	unobserved bool
 	// age is how old the summary is.
 	age time.Duration
 }
 
-func (u *memoryUsage) summary(context.Context) (*statsapi.Summary, error) {
-	if u.err != nil {
-		return nil, u.err
+// usageClock is the time the usage check runs at.
+var usageClock = testingclock.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+
+func (u *memoryUsage) summary() *statsapi.Summary {
+	if u.unobserved {
+		return nil
 	}
 	bytes := func(q string) *uint64 { v := resource.MustParse(q); return ptr.To(uint64(v.Value())) }
 	s := &statsapi.Summary{Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{
-		Time:            metav1.NewTime(time.Now().Add(-u.age)),
+		Time:            metav1.NewTime(usageClock.Now().Add(-u.age)),
 		AvailableBytes:  bytes(u.nodeAvailable),
 		WorkingSetBytes: bytes(u.nodeWorkingSet),
 	}}}
@@ -61,7 +67,7 @@ func (u *memoryUsage) summary(context.Context) (*statsapi.Summary, error) {
 			Memory: &statsapi.MemoryStats{WorkingSetBytes: bytes(ws)},
 		})
 	}
-	return s, nil
+	return s
 }
 
 // withUsageCheck adds the usage-aware balloon check after the node's admission
@@ -75,7 +81,7 @@ func (n *balloonNode) withUsageCheck(usage *memoryUsage) *balloonNode {
 		// A soft threshold decides nothing here.
 		{Signal: evictionapi.SignalMemoryAvailable, Operator: evictionapi.OpLessThan, Value: evictionapi.ThresholdValue{Quantity: ptr.To(resource.MustParse("3Gi"))}, GracePeriod: 60e9},
 	}
-	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{NewBalloonUsageAdmitHandler(n.manager, usage.summary, getNode, thresholds)})
+	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{NewBalloonUsageAdmitHandler(n.manager, usage.summary, getNode, thresholds, usageClock)})
 	return n
 }
 
@@ -121,12 +127,12 @@ func TestBalloonUpsizeRespectsMemoryUsage(t *testing.T) {
 		wantMemory: "1Gi",
 		wantMsg:    "memory in use: growing the balloon would take memory.available below the hard eviction threshold",
 	}, {
-		name:       "usage that cannot be read",
+		name:       "usage not observed yet",
 		gate:       true,
-		usage:      memoryUsage{err: errors.New("cadvisor is not ready")},
+		usage:      memoryUsage{unobserved: true},
 		to:         "2Gi",
 		wantMemory: "1Gi",
-		wantMsg:    "the node's memory usage is not known yet (cadvisor is not ready)",
+		wantMsg:    "the node's memory usage is not known yet",
 	}, {
 		// A summary without the pod's usage would count it as using nothing.
 		name:       "usage of the burstable pod missing from the summary",
@@ -241,5 +247,99 @@ func TestBalloonUpsizeDeferredByUsageAppliesOnRetry(t *testing.T) {
 	}
 	if n.manager.HasPendingResizes() {
 		t.Error("no resize should be pending")
+	}
+}
+
+// A balloon created at a recorded size is checked as an upsize from nothing
+// would be: before, it was admitted on requests alone, and the pods using the
+// memory it took were evicted.
+func TestNewBalloonRespectsMemoryUsage(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
+	}
+	// The node has 4Gi allocatable; a BestEffort pod uses 3Gi.
+	for _, tc := range []struct {
+		name       string
+		gate       bool
+		memory     string
+		usage      memoryUsage
+		restarted  bool
+		wantReason string
+		wantMsg    string
+	}{{
+		name:       "the workload's usage leaves no room",
+		gate:       true,
+		memory:     "2Gi",
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "3Gi"}},
+		wantReason: BalloonMemoryInUse,
+		wantMsg:    "memory in use: the working set of the node's pods and the memory its balloons would hold exceed the node's allocatable memory",
+	}, {
+		name:   "the workload's usage leaves room",
+		gate:   true,
+		memory: "512Mi",
+		usage:  memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "3Gi"}},
+	}, {
+		name:       "usage not observed yet",
+		gate:       true,
+		memory:     "512Mi",
+		usage:      memoryUsage{unobserved: true},
+		wantReason: BalloonMemoryInUse,
+		wantMsg:    "the node's memory usage is not known yet",
+	}, {
+		name:       "usage older than the bound",
+		gate:       true,
+		memory:     "512Mi",
+		usage:      memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "1Gi"}, age: time.Minute},
+		wantReason: BalloonMemoryInUse,
+		wantMsg:    "the node's memory usage is older than 30s",
+	}, {
+		// The template's size, at a node's start when nothing is observed yet.
+		name:   "an unsized balloon",
+		gate:   true,
+		memory: "1Mi",
+		usage:  memoryUsage{unobserved: true},
+	}, {
+		// A kubelet restart admits the pods it ran again.
+		name:      "a balloon the kubelet admitted before",
+		gate:      true,
+		memory:    "2Gi",
+		usage:     memoryUsage{unobserved: true},
+		restarted: true,
+	}, {
+		name:   "gate off: requests decide, as upstream",
+		gate:   false,
+		memory: "2Gi",
+		usage:  memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "3Gi", pods: map[*v1.Pod]string{nil: "3Gi"}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, tc.gate)
+			workload := newWorkload("besteffort", "0", "0")
+			workload.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+			balloon := newBalloon("100m", tc.memory)
+			usage := tc.usage
+			if ws, ok := usage.pods[nil]; ok {
+				usage.pods = map[*v1.Pod]string{workload: ws}
+			}
+			n := newBalloonNode(t, workload).withUsageCheck(&usage)
+			if tc.restarted {
+				if err := n.manager.SetAllocatedResources(klog.FromContext(n.ctx), balloon); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ok, reason, message := n.manager.AddPod(n.ctx, n.pods, balloon)
+			if tc.wantReason == "" {
+				if !ok {
+					t.Errorf("want the balloon admitted, got %s: %s", reason, message)
+				}
+				return
+			}
+			if ok || reason != tc.wantReason || message != tc.wantMsg {
+				t.Errorf("admitted %v (%s: %q), want rejected with %s: %q", ok, reason, message, tc.wantReason, tc.wantMsg)
+			}
+			if n.manager.HasPodAllocatedResources(balloon.UID) {
+				t.Error("a rejected balloon must not be allocated")
+			}
+		})
 	}
 }

@@ -18,6 +18,9 @@ package eviction
 
 import (
 	v1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/kubernetes/pkg/features"
 	kubelettypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
@@ -33,4 +36,20 @@ func evictionCandidates(pods []*v1.Pod) []*v1.Pod {
 		}
 	}
 	return candidates
+}
+
+// observeSummary keeps the summary of this pass for ObservedSummary. The
+// balloon usage check reads it rather than asking for stats itself: this one
+// was read fresh (the root cgroup is updated for it), and the check runs under
+// the allocation manager's lock, where a stats call would hold up every pod's
+// admission.
+func (m *managerImpl) observeSummary(summary *statsapi.Summary) {
+	if utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) {
+		m.observedSummary.Store(summary)
+	}
+}
+
+// ObservedSummary returns the summary stats of the last pass.
+func (m *managerImpl) ObservedSummary() *statsapi.Summary {
+	return m.observedSummary.Load()
 }

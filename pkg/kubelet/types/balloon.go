@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
@@ -45,6 +46,10 @@ func UsesBalloonClass(pod *v1.Pod) bool {
 		utilfeature.DefaultFeatureGate.Enabled(features.BalloonPod) &&
 		pod.Spec.PriorityClassName == scheduling.SystemNodeBalloon
 }
+
+// UnsizedBalloonMemory is the memory request of a balloon that holds nothing:
+// the node-balloon addon's template, and the least kubectl balloon sets.
+var UnsizedBalloonMemory = resource.MustParse("1Mi")
 
 // BalloonProtectionFinalizer is added to every balloon when it is created (the
 // node-balloon addon's admission policy). A deleted balloon that carries it is
