@@ -18,15 +18,20 @@ package allocation
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
-// pendingResizeMessage says why a balloon's resize waits: a balloon grows
-// only into free capacity and never preempts running pods.
+// pendingResizeMessage says why a balloon's resize waits for capacity: a
+// balloon grows only into free capacity and never preempts running pods. Only
+// a resize that lacks capacity says so; preemption would not have admitted one
+// that waits for anything else (usage, a node feature), and one that is
+// Infeasible never applies.
 func pendingResizeMessage(pod *v1.Pod, reason, message string) string {
-	if reason == v1.PodReasonInfeasible || !kubetypes.IsBalloonPod(pod) {
+	if !strings.HasPrefix(reason, lifecycle.InsufficientResourcePrefix) || !kubetypes.IsBalloonPod(pod) {
 		return message
 	}
 	return fmt.Sprintf("%s; a balloon grows only into free capacity and never preempts running pods", message)
