@@ -249,7 +249,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	unchanged(balloon, "200m,32Mi")
 	// Until the restarted kubelet has its pods again from the API server, it
 	// reports no balloon.
-	wantMetrics := []string{`kubelet_balloon_resource_requests{resource="cpu",unit="core"} 0.2`, `kubelet_balloon_resource_requests{resource="memory",unit="byte"} 3.3554432e+07`}
+	wantMetrics := []string{`kubelet_balloon_requests_cpu_cores 0.2`, `kubelet_balloon_requests_memory_bytes 3.3554432e+07`}
 	var metrics []byte
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if metrics, err = c.kubeletMetrics(ctx); err != nil {

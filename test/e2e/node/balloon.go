@@ -421,25 +421,19 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			for _, r := range []struct {
 				name v1.ResourceName
 				unit string
-			}{{v1.ResourceCPU, "core"}, {v1.ResourceMemory, "byte"}} {
+			}{{v1.ResourceCPU, "cpu_cores"}, {v1.ResourceMemory, "memory_bytes"}} {
 				effective, balloons := node.Status.Allocatable[r.name], held[r.name]
 				effective.Sub(balloons)
 				for metric, want := range map[string]float64{
-					"balloon_resource_requests":  balloons.AsApproximateFloat64(),
-					"node_effective_allocatable": effective.AsApproximateFloat64(),
+					"balloon_requests_" + r.unit:           balloons.AsApproximateFloat64(),
+					"node_effective_allocatable_" + r.unit: effective.AsApproximateFloat64(),
 				} {
-					var found bool
-					for _, sample := range ms[metric] {
-						if string(sample.Metric["resource"]) != string(r.name) || string(sample.Metric["unit"]) != r.unit {
-							continue
-						}
-						found = true
-						if float64(sample.Value) != want {
-							return fmt.Errorf("kubelet_%s{resource=%q} = %v, want %v", metric, r.name, sample.Value, want)
-						}
+					samples := ms[metric]
+					if len(samples) != 1 {
+						return fmt.Errorf("kubelet_%s: %d samples, want one", metric, len(samples))
 					}
-					if !found {
-						return fmt.Errorf("kubelet_%s{resource=%q,unit=%q} is not reported", metric, r.name, r.unit)
+					if float64(samples[0].Value) != want {
+						return fmt.Errorf("kubelet_%s = %v, want %v", metric, samples[0].Value, want)
 					}
 				}
 			}

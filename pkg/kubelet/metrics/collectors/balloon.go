@@ -28,33 +28,38 @@ import (
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
+// The metrics carry their unit in the name, as the instrumentation guidelines
+// ask: one gauge per resource, cpu in cores and memory in bytes.
 var (
-	balloonResourceRequestsDesc = metrics.NewDesc(
-		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "balloon_resource_requests"),
-		"Resources held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.",
-		[]string{"resource", "unit"},
-		nil,
-		metrics.ALPHA,
-		"",
+	balloonRequestsCPUDesc = metrics.NewDesc(
+		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "balloon_requests_cpu_cores"),
+		"CPU held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.",
+		nil, nil, metrics.ALPHA, "",
 	)
-	nodeEffectiveAllocatableDesc = metrics.NewDesc(
-		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "node_effective_allocatable"),
-		"The node's allocatable resources minus those held by balloon pods: the size of the node as its workloads see it.",
-		[]string{"resource", "unit"},
-		nil,
-		metrics.ALPHA,
-		"",
+	balloonRequestsMemoryDesc = metrics.NewDesc(
+		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "balloon_requests_memory_bytes"),
+		"Memory held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.",
+		nil, nil, metrics.ALPHA, "",
+	)
+	nodeEffectiveAllocatableCPUDesc = metrics.NewDesc(
+		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "node_effective_allocatable_cpu_cores"),
+		"The node's allocatable CPU minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.",
+		nil, nil, metrics.ALPHA, "",
+	)
+	nodeEffectiveAllocatableMemoryDesc = metrics.NewDesc(
+		metrics.BuildFQName("", kubeletmetrics.KubeletSubsystem, "node_effective_allocatable_memory_bytes"),
+		"The node's allocatable memory minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.",
+		nil, nil, metrics.ALPHA, "",
 	)
 )
 
-// balloonResources are the resources that balloons resize, with the units the
-// metrics report them in.
+// balloonResources are the resources that balloons resize, with their gauges.
 var balloonResources = []struct {
-	name v1.ResourceName
-	unit string
+	name                v1.ResourceName
+	requests, effective *metrics.Desc
 }{
-	{v1.ResourceCPU, "core"},
-	{v1.ResourceMemory, "byte"},
+	{v1.ResourceCPU, balloonRequestsCPUDesc, nodeEffectiveAllocatableCPUDesc},
+	{v1.ResourceMemory, balloonRequestsMemoryDesc, nodeEffectiveAllocatableMemoryDesc},
 }
 
 type balloonCollector struct {
@@ -72,8 +77,10 @@ func NewBalloonCollector(allocatedPods func() []*v1.Pod, node func(context.Conte
 }
 
 func (c *balloonCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	ch <- balloonResourceRequestsDesc
-	ch <- nodeEffectiveAllocatableDesc
+	for _, r := range balloonResources {
+		ch <- r.requests
+		ch <- r.effective
+	}
 }
 
 func (c *balloonCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -98,7 +105,12 @@ func (c *balloonCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, r := range balloonResources {
 		effective := node.Status.Allocatable[r.name]
 		effective.Sub(*held[r.name])
-		ch <- metrics.NewLazyConstMetric(balloonResourceRequestsDesc, metrics.GaugeValue, held[r.name].AsApproximateFloat64(), string(r.name), r.unit)
-		ch <- metrics.NewLazyConstMetric(nodeEffectiveAllocatableDesc, metrics.GaugeValue, effective.AsApproximateFloat64(), string(r.name), r.unit)
+		// Balloons can hold more than a node whose allocatable shrank; it
+		// then has nothing left for workloads, not a negative size.
+		if effective.Sign() < 0 {
+			effective = resource.Quantity{}
+		}
+		ch <- metrics.NewLazyConstMetric(r.requests, metrics.GaugeValue, held[r.name].AsApproximateFloat64())
+		ch <- metrics.NewLazyConstMetric(r.effective, metrics.GaugeValue, effective.AsApproximateFloat64())
 	}
 }

@@ -66,16 +66,43 @@ func TestBalloonCollector(t *testing.T) {
 	}
 	collector := NewBalloonCollector(func() []*v1.Pod { return pods }, func(context.Context) (*v1.Node, error) { return node, nil })
 	want := `
-		# HELP kubelet_balloon_resource_requests [ALPHA] Resources held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.
-		# TYPE kubelet_balloon_resource_requests gauge
-		kubelet_balloon_resource_requests{resource="cpu",unit="core"} 2
-		kubelet_balloon_resource_requests{resource="memory",unit="byte"} 3.221225472e+09
-		# HELP kubelet_node_effective_allocatable [ALPHA] The node's allocatable resources minus those held by balloon pods: the size of the node as its workloads see it.
-		# TYPE kubelet_node_effective_allocatable gauge
-		kubelet_node_effective_allocatable{resource="cpu",unit="core"} 2
-		kubelet_node_effective_allocatable{resource="memory",unit="byte"} 5.36870912e+09
+		# HELP kubelet_balloon_requests_cpu_cores [ALPHA] CPU held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.
+		# TYPE kubelet_balloon_requests_cpu_cores gauge
+		kubelet_balloon_requests_cpu_cores 2
+		# HELP kubelet_balloon_requests_memory_bytes [ALPHA] Memory held by balloon pods on this node, as allocated by the kubelet: capacity that does not exist rather than capacity in use.
+		# TYPE kubelet_balloon_requests_memory_bytes gauge
+		kubelet_balloon_requests_memory_bytes 3.221225472e+09
+		# HELP kubelet_node_effective_allocatable_cpu_cores [ALPHA] The node's allocatable CPU minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.
+		# TYPE kubelet_node_effective_allocatable_cpu_cores gauge
+		kubelet_node_effective_allocatable_cpu_cores 2
+		# HELP kubelet_node_effective_allocatable_memory_bytes [ALPHA] The node's allocatable memory minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.
+		# TYPE kubelet_node_effective_allocatable_memory_bytes gauge
+		kubelet_node_effective_allocatable_memory_bytes 5.36870912e+09
 	`
 	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// Balloons that hold more than the node's allocatable (it shrank under them)
+// leave workloads nothing, not a negative size.
+func TestBalloonCollectorEffectiveNeverNegative(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	node := &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("1"),
+		v1.ResourceMemory: resource.MustParse("1Gi"),
+	}}}
+	pods := []*v1.Pod{balloonMetricsPod("balloon", true, false, "1500m", "2Gi")}
+	collector := NewBalloonCollector(func() []*v1.Pod { return pods }, func(context.Context) (*v1.Node, error) { return node, nil })
+	want := `
+		# HELP kubelet_node_effective_allocatable_cpu_cores [ALPHA] The node's allocatable CPU minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.
+		# TYPE kubelet_node_effective_allocatable_cpu_cores gauge
+		kubelet_node_effective_allocatable_cpu_cores 0
+		# HELP kubelet_node_effective_allocatable_memory_bytes [ALPHA] The node's allocatable memory minus that held by balloon pods, and never below zero: the size of the node as its workloads see it.
+		# TYPE kubelet_node_effective_allocatable_memory_bytes gauge
+		kubelet_node_effective_allocatable_memory_bytes 0
+	`
+	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want), "kubelet_node_effective_allocatable_cpu_cores", "kubelet_node_effective_allocatable_memory_bytes"); err != nil {
 		t.Error(err)
 	}
 }
