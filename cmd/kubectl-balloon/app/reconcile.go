@@ -146,9 +146,18 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 		if balloons == nil {
 			balloons = &nodeBalloons{}
 		}
-		want, recorded := sizes.sizes[node.Name]
+		entry, recorded := sizes.of(node)
+		want := entry.size
+		if stale, found := sizes.records[node.Name]; found && !recorded {
+			replaced, err := replaceStaleRecord(ctx, client, out, node, stale, balloons)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
+				continue
+			}
+			want, recorded = replaced, true
+		}
 		if !recorded {
-			restored, err := restoreBalloonSize(ctx, client, out, recorder, node.Name, balloons)
+			restored, err := restoreBalloonSize(ctx, client, out, recorder, node, balloons)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("node %q: %w", node.Name, err))
 				continue
@@ -165,7 +174,7 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 			continue
 		}
 		if want == nil {
-			errs = append(errs, fmt.Errorf("node %q: the recorded balloon size %q is not cpu=Q,memory=Q", node.Name, sizes.raw[node.Name]))
+			errs = append(errs, fmt.Errorf("node %q: the recorded balloon size %q is not cpu=Q,memory=Q,uid=UID", node.Name, entry.raw))
 			continue
 		}
 		if err := reconcileNode(ctx, client, out, node, want, balloons); err != nil {
@@ -178,7 +187,59 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 			errs = append(errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
+	listed := map[string]bool{}
+	for i := range nodes.Items {
+		listed[nodes.Items[i].Name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(sizes.records)) {
+		if listed[name] {
+			continue
+		}
+		if err := pruneRecord(ctx, client, out, name, sizes.records[name]); err != nil {
+			errs = append(errs, fmt.Errorf("node %q: %w", name, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// pruneRecord removes the entry of a node that is gone, so that a node that
+// registers under its name later does not start at its size. The node is
+// looked up again: it may have registered, and been sized, since the list.
+func pruneRecord(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeName string, entry balloonRecord) error {
+	_, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting the node of a recorded balloon size: %w", err)
+	}
+	if err := swapBalloonSize(ctx, client, nodeName, entry.raw, ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "node %s: the node is gone; removed its recorded balloon size %s\n", nodeName, entry.raw)
+	return nil
+}
+
+// replaceStaleRecord replaces an entry recorded for an earlier Node of the
+// node's name: the Node was deleted and this one registered before a pass
+// saw it gone. A balloon bound to the name since before this Node existed
+// outlived the old one and holds its capacity on this node, so the entry
+// takes what it holds; otherwise the node was never sized, and the entry
+// takes the smallest balloon, to which reconcile shrinks a balloon that the
+// size policy created at the old size meanwhile.
+func replaceStaleRecord(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, stale balloonRecord, balloons *nodeBalloons) (v1.ResourceList, error) {
+	size := minBalloon
+	for _, pod := range balloons.bound {
+		if pod.CreationTimestamp.Before(&node.CreationTimestamp) {
+			size = heldResources(pod)
+			break
+		}
+	}
+	if err := swapBalloonSize(ctx, client, node.Name, stale.raw, formatBalloonRecord(size, node.UID)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "node %s: the recorded balloon size %s was an earlier node's of that name; recorded %s for this one\n", node.Name, stale.raw, formatResources(size))
+	return size, nil
 }
 
 const (
@@ -195,17 +256,18 @@ const (
 // was lost (the ConfigMap emptied or recreated), and a node sized once must
 // not open when its balloon is replaced. It returns the size recorded, or nil
 // if the node was never sized.
-func restoreBalloonSize(ctx context.Context, client kubernetes.Interface, out io.Writer, recorder record.EventRecorder, nodeName string, balloons *nodeBalloons) (v1.ResourceList, error) {
+func restoreBalloonSize(ctx context.Context, client kubernetes.Interface, out io.Writer, recorder record.EventRecorder, node *v1.Node, balloons *nodeBalloons) (v1.ResourceList, error) {
+	nodeName := node.Name
 	for _, pod := range slices.Concat(balloons.bound, balloons.held) {
 		held := heldResources(pod)
 		if !exceedsMinimum(held) {
 			continue
 		}
-		if err := swapBalloonSize(ctx, client, nodeName, "", formatBalloonSize(held)); err != nil {
+		if err := swapBalloonSize(ctx, client, nodeName, "", formatBalloonRecord(held, node.UID)); err != nil {
 			return nil, err
 		}
 		recorder.Eventf(pod, v1.EventTypeWarning, reasonBalloonSizeRestored,
-			"Node %s had no recorded balloon size; recorded the size its balloon holds, %s", nodeName, formatBalloonSize(held))
+			"Node %s had no recorded balloon size; recorded the size its balloon holds, %s", nodeName, formatResources(held))
 		fmt.Fprintf(out, "node %s: no recorded balloon size; recorded the size balloon %s/%s holds, %s\n", nodeName, pod.Namespace, pod.Name, formatResources(held))
 		return held, nil
 	}
@@ -362,11 +424,33 @@ func setBalloonPendingTaint(ctx context.Context, client kubernetes.Interface, ou
 	})
 }
 
-// recordedSizes are the recorded balloon sizes by node name; a size that does
-// not parse is nil in sizes, and raw keeps what was recorded.
+// recordedSizes are the recorded balloon sizes by node name.
 type recordedSizes struct {
-	sizes map[string]v1.ResourceList
-	raw   map[string]string
+	records map[string]balloonRecord
+}
+
+// balloonRecord is one node's entry, "cpu=Q,memory=Q,uid=UID": the
+// balloon's requests and the UID of the Node they were recorded for. Like a
+// node's Lease, named after the node with the Node's UID in its owner
+// reference, the entry is keyed by the name (which the size policy, from a
+// balloon's pinning, knows) and the UID tells a Node registered later under
+// the same name from the one that was sized.
+type balloonRecord struct {
+	// size is nil if the entry does not parse.
+	size v1.ResourceList
+	// uid is empty in an entry recorded before entries carried one.
+	uid types.UID
+	raw string
+}
+
+// of returns the entry recorded for node, if it is the node's: recorded for
+// its UID, or without one (recorded before entries carried one).
+func (s recordedSizes) of(node *v1.Node) (balloonRecord, bool) {
+	record, ok := s.records[node.Name]
+	if !ok || (record.uid != "" && record.uid != node.UID) {
+		return balloonRecord{}, false
+	}
+	return record, true
 }
 
 func readBalloonSizes(ctx context.Context, client kubernetes.Interface) (recordedSizes, error) {
@@ -377,9 +461,10 @@ func readBalloonSizes(ctx context.Context, client kubernetes.Interface) (recorde
 	if err != nil {
 		return recordedSizes{}, fmt.Errorf("reading the recorded balloon sizes: %w", err)
 	}
-	sizes := recordedSizes{sizes: map[string]v1.ResourceList{}, raw: cm.Data}
+	sizes := recordedSizes{records: map[string]balloonRecord{}}
 	for node, value := range cm.Data {
-		sizes.sizes[node] = parseBalloonSize(value)
+		size, uid := parseBalloonRecord(value)
+		sizes.records[node] = balloonRecord{size: size, uid: uid, raw: value}
 	}
 	return sizes, nil
 }
@@ -414,35 +499,45 @@ func swapBalloonSize(ctx context.Context, client kubernetes.Interface, nodeName,
 	})
 }
 
-// formatBalloonSize prints the exact requests, "cpu=2500m,memory=1Gi".
-func formatBalloonSize(size v1.ResourceList) string {
-	parts := make([]string, 0, len(balloonResources))
+// formatBalloonRecord prints a node's entry: the exact requests and the UID
+// of the Node, "cpu=2500m,memory=1Gi,uid=UID".
+func formatBalloonRecord(size v1.ResourceList, uid types.UID) string {
+	parts := make([]string, 0, len(balloonResources)+1)
 	for _, name := range balloonResources {
 		q := size[name]
 		parts = append(parts, fmt.Sprintf("%s=%s", name, q.String()))
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(append(parts, "uid="+string(uid)), ",")
 }
 
-// parseBalloonSize parses what formatBalloonSize prints; it returns nil for
-// anything else.
-func parseBalloonSize(value string) v1.ResourceList {
+// parseBalloonRecord parses what formatBalloonRecord prints, and an entry
+// without the uid; the size is nil for anything else.
+func parseBalloonRecord(value string) (v1.ResourceList, types.UID) {
+	parts := strings.Split(value, ",")
+	var uid types.UID
+	if last := parts[len(parts)-1]; strings.HasPrefix(last, "uid=") {
+		uid = types.UID(strings.TrimPrefix(last, "uid="))
+		parts = parts[:len(parts)-1]
+		if uid == "" {
+			return nil, ""
+		}
+	}
 	size := v1.ResourceList{}
-	for _, part := range strings.Split(value, ",") {
+	for _, part := range parts {
 		name, q, ok := strings.Cut(part, "=")
 		quantity, err := resource.ParseQuantity(q)
 		if !ok || err != nil || quantity.Sign() <= 0 {
-			return nil
+			return nil, uid
 		}
 		size[v1.ResourceName(name)] = quantity
 	}
 	for _, name := range balloonResources {
 		if _, ok := size[name]; !ok {
-			return nil
+			return nil, uid
 		}
 	}
 	if len(size) != len(balloonResources) {
-		return nil
+		return nil, uid
 	}
-	return size
+	return size, uid
 }

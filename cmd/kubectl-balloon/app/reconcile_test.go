@@ -33,7 +33,7 @@ import (
 )
 
 // recorded says node-a's balloon holds cpu 2 and memory 4Gi.
-var recorded = map[string]string{"node-a": "cpu=2,memory=4Gi"}
+var recorded = map[string]string{"node-a": "cpu=2,memory=4Gi,uid=node-a-uid"}
 
 // pendingTaint is how a node registers with --register-with-taints.
 var pendingTaint = v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule}
@@ -210,7 +210,7 @@ func TestReconcileRestoresALostRecord(t *testing.T) {
 	e := newTestEnv(t, newNode("node-b", "4", "16Gi"), deletedBalloon("balloon-b", "node-b"),
 		newNode("node-c", "4", "16Gi"), newBalloon("balloon-c", "node-c", "1", "2Gi"))
 	e.reconcile()
-	for node, want := range map[string]string{"node-b": "cpu=2,memory=4Gi", "node-c": "cpu=1,memory=2Gi"} {
+	for node, want := range map[string]string{"node-b": "cpu=2,memory=4Gi,uid=node-b-uid", "node-c": "cpu=1,memory=2Gi,uid=node-c-uid"} {
 		if got := e.recordedSize(node); got != want {
 			t.Errorf("%s: recorded %q, want %q", node, got, want)
 		}
@@ -318,7 +318,7 @@ func TestReconcileBalloonThatHoldsItsSize(t *testing.T) {
 		{"node left tainted", taintedNode("node-a")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEnv(t, tc.node, newBalloon("balloon-a", "node-a", "2", "4Gi"), recordedSizesConfigMap(map[string]string{"node-a": "cpu=2000m,memory=4096Mi"}))
+			e := newTestEnv(t, tc.node, newBalloon("balloon-a", "node-a", "2", "4Gi"), recordedSizesConfigMap(map[string]string{"node-a": "cpu=2000m,memory=4096Mi,uid=node-a-uid"}))
 			e.reconcile()
 			if e.hasPendingTaint("node-a") {
 				t.Error("the node must be open")
@@ -358,7 +358,7 @@ func TestReconcileDeferredUpsizeKeepsTheNodeClosed(t *testing.T) {
 
 func TestReconcileLeavesUnrecordedNodes(t *testing.T) {
 	e := newTestEnv(t, taintedNode("node-b"), newNode("node-c", "4", "16Gi"), newBalloon("balloon-c", "node-c", "1m", "1Mi"),
-		recordedSizesConfigMap(map[string]string{"node-gone": "cpu=1,memory=1Gi"}))
+		recordedSizesConfigMap(nil))
 	e.reconcile()
 	if len(e.writes()) != 0 {
 		t.Errorf("nodes without a recorded size must be left alone, writes %v", e.writes())
@@ -380,7 +380,7 @@ func TestReconcileErrors(t *testing.T) {
 	}, {
 		name:    "a size that does not parse",
 		objects: []runtime.Object{recordedSizesConfigMap(map[string]string{"node-a": "cpu=2"})},
-		wantErr: `node "node-a": the recorded balloon size "cpu=2" is not cpu=Q,memory=Q`,
+		wantErr: `node "node-a": the recorded balloon size "cpu=2" is not cpu=Q,memory=Q,uid=UID`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t, append(tc.objects, newNode("node-a", "4", "16Gi"))...)
@@ -410,8 +410,8 @@ func TestSetSizeRecordsTheSizeAndOpensTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.Data["node-a"]; got != "cpu=2,memory=4Gi" {
-		t.Errorf("recorded %q, want cpu=2,memory=4Gi", got)
+	if got := cm.Data["node-a"]; got != "cpu=2,memory=4Gi,uid=node-a-uid" {
+		t.Errorf("recorded %q, want cpu=2,memory=4Gi,uid=node-a-uid", got)
 	}
 	if e.hasPendingTaint("node-a") {
 		t.Error("set-size must open the node once its balloon holds the size")
@@ -422,21 +422,82 @@ func TestSetSizeRecordsTheSizeAndOpensTheNode(t *testing.T) {
 	if code := e.run("set-size", "node-a", "--cpu", "1", "--rollback-on-failure"); code == 0 {
 		t.Fatal("want the refused resize to fail")
 	}
-	if got := e.recordedSize("node-a"); got != "cpu=2,memory=4Gi" {
-		t.Errorf("recorded %q after a rolled back resize, want cpu=2,memory=4Gi", got)
+	if got := e.recordedSize("node-a"); got != "cpu=2,memory=4Gi,uid=node-a-uid" {
+		t.Errorf("recorded %q after a rolled back resize, want cpu=2,memory=4Gi,uid=node-a-uid", got)
 	}
 }
 
-func TestBalloonSizeRoundTrip(t *testing.T) {
-	for _, value := range []string{"cpu=2500m,memory=1Gi", "cpu=1m,memory=1Mi"} {
-		size := parseBalloonSize(value)
-		if size == nil || formatBalloonSize(size) != value {
-			t.Errorf("%q: parsed %v, printed %q", value, size, formatBalloonSize(size))
+func TestBalloonRecordRoundTrip(t *testing.T) {
+	for _, value := range []string{"cpu=2500m,memory=1Gi,uid=u-1", "cpu=1m,memory=1Mi,uid=u-2"} {
+		size, uid := parseBalloonRecord(value)
+		if size == nil || formatBalloonRecord(size, uid) != value {
+			t.Errorf("%q: parsed %v %q, printed %q", value, size, uid, formatBalloonRecord(size, uid))
 		}
 	}
-	for _, value := range []string{"", "cpu=2", "cpu=2,memory=1Gi,pods=3", "cpu=0,memory=1Gi", "cpu=x,memory=1Gi", "cpu=1,cpu=2"} {
-		if size := parseBalloonSize(value); size != nil {
+	// Recorded before entries carried the node's UID.
+	if size, uid := parseBalloonRecord("cpu=2,memory=1Gi"); size == nil || uid != "" {
+		t.Errorf("an entry without a uid: parsed %v %q", size, uid)
+	}
+	for _, value := range []string{"", "cpu=2", "cpu=2,memory=1Gi,pods=3", "cpu=0,memory=1Gi", "cpu=x,memory=1Gi", "cpu=1,cpu=2", "cpu=1,memory=1Gi,uid=", "uid=u-1,cpu=1,memory=1Gi"} {
+		if size, _ := parseBalloonRecord(value); size != nil {
 			t.Errorf("%q: parsed %v, want nil", value, size)
 		}
+	}
+}
+
+// A record outlives its Node only until reconcile sees the node gone: a node
+// registered under the name later must not start at that size.
+func TestReconcilePrunesTheRecordsOfNodesThatAreGone(t *testing.T) {
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), newBalloon("balloon-a", "node-a", "2", "4Gi"),
+		recordedSizesConfigMap(map[string]string{"node-a": recorded["node-a"], "node-gone": "cpu=1,memory=1Gi,uid=node-gone-uid"}))
+	e.reconcile()
+	if got := e.recordedSize("node-gone"); got != "" {
+		t.Errorf("node-gone: recorded %q, want its entry removed", got)
+	}
+	if got := e.recordedSize("node-a"); got != recorded["node-a"] {
+		t.Errorf("node-a: recorded %q, want %q kept", got, recorded["node-a"])
+	}
+	if !strings.Contains(e.out.String(), "node node-gone: the node is gone; removed its recorded balloon size cpu=1,memory=1Gi,uid=node-gone-uid") {
+		t.Errorf("output %q does not say why the entry went", e.out.String())
+	}
+}
+
+// A node deleted and registered again under its name before a pass saw it
+// gone has a new UID: the entry of the earlier Node is not its size. A
+// balloon bound since before the new Node outlived the re-registration and
+// holds its capacity here, so its size is kept; a balloon created for the new
+// Node (which the size policy, knowing only the name, created at the old
+// size) goes to the smallest balloon.
+func TestReconcileReplacesTheRecordOfAnEarlierNodeOfTheName(t *testing.T) {
+	registered := metav1.NewTime(time.Unix(1000, 0))
+	for _, tc := range []struct {
+		name       string
+		created    time.Time
+		wantRecord string
+		wantResize []v1.ResourceList
+	}{{
+		name:       "balloon created for the new node",
+		created:    time.Unix(1001, 0),
+		wantRecord: "cpu=1m,memory=1Mi,uid=node-a-uid",
+		wantResize: []v1.ResourceList{resources("1m", "1Mi")},
+	}, {
+		name:       "balloon that outlived the earlier node",
+		created:    time.Unix(999, 0),
+		wantRecord: "cpu=3,memory=6Gi,uid=node-a-uid",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := newNode("node-a", "4", "16Gi")
+			node.CreationTimestamp = registered
+			balloon := newBalloon("balloon-a", "node-a", "3", "6Gi")
+			balloon.CreationTimestamp = metav1.NewTime(tc.created)
+			e := newTestEnv(t, node, balloon, recordedSizesConfigMap(map[string]string{"node-a": "cpu=3,memory=6Gi,uid=earlier-uid"}))
+			e.reconcile()
+			if got := e.recordedSize("node-a"); got != tc.wantRecord {
+				t.Errorf("recorded %q, want %q", got, tc.wantRecord)
+			}
+			if diff := cmp.Diff(tc.wantResize, e.resizes()); diff != "" {
+				t.Errorf("resizes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -144,7 +144,7 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	// The record says first what the balloon is to hold: kubectl balloon
 	// reconcile converges to the record, so it carries this resize on rather
 	// than undoing it, and a balloon recreated meanwhile gets the new size.
-	intended := formatBalloonSize(plan.to)
+	intended := formatBalloonRecord(plan.to, plan.node.UID)
 	if err := swapBalloonSize(ctx, client, nodeName, plan.recorded, intended); err != nil {
 		return err
 	}
@@ -180,8 +180,8 @@ func (o *setSizeOptions) run(ctx context.Context, client kubernetes.Interface, n
 	if err != nil {
 		return err
 	}
-	if sizes.raw[nodeName] != intended {
-		fmt.Fprintf(out, "node %s: its recorded size changed meanwhile to %s; kubectl balloon reconcile opens it once its balloon holds that\n", nodeName, sizes.raw[nodeName])
+	if current := sizes.records[nodeName].raw; current != intended {
+		fmt.Fprintf(out, "node %s: its recorded size changed meanwhile to %s; kubectl balloon reconcile opens it once its balloon holds that\n", nodeName, current)
 		return nil
 	}
 	return setBalloonPendingTaint(ctx, client, out, nodeName, false)
@@ -228,7 +228,7 @@ func planResize(ctx context.Context, client kubernetes.Interface, nodeName strin
 	if err != nil {
 		return nil, err
 	}
-	plan := &resizePlan{node: node, pod: pod, from: c.Resources.Requests.DeepCopy(), recorded: sizes.raw[nodeName]}
+	plan := &resizePlan{node: node, pod: pod, from: c.Resources.Requests.DeepCopy(), recorded: sizes.records[nodeName].raw}
 	// A resource not asked for keeps its request, and so its effective size.
 	plan.to = plan.from.DeepCopy()
 	for _, name := range balloonResources {

@@ -265,7 +265,7 @@ func TestSetSizeRefused(t *testing.T) {
 			}
 			// Without a rollback the intent stays, and the node closes until
 			// the balloon holds it; a rollback restores both.
-			wantRecord := map[bool]string{false: "cpu=3,memory=4Gi", true: ""}[tc.rollback]
+			wantRecord := map[bool]string{false: "cpu=3,memory=4Gi,uid=node-a-uid", true: ""}[tc.rollback]
 			if got := e.recordedSize("node-a"); got != wantRecord {
 				t.Errorf("recorded %q, want %q", got, wantRecord)
 			}

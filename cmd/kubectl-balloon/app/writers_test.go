@@ -114,8 +114,8 @@ func TestSetSizeAndReconcileAgree(t *testing.T) {
 					t.Errorf("a resize to %s went out; only cpu=3,memory=4Gi was asked for", formatResources(sent))
 				}
 			}
-			if got := e.recordedSize("node-a"); got != "cpu=3,memory=4Gi" {
-				t.Errorf("recorded %q, want cpu=3,memory=4Gi", got)
+			if got := e.recordedSize("node-a"); got != "cpu=3,memory=4Gi,uid=node-a-uid" {
+				t.Errorf("recorded %q, want cpu=3,memory=4Gi,uid=node-a-uid", got)
 			}
 			assertResources(t, e.getPod("balloon-a").Spec.Containers[0].Resources.Requests, resources("3", "4Gi"))
 

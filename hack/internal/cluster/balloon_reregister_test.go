@@ -88,7 +88,7 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cm.Data[nodeName], "cpu=150m,memory=24Mi"; got != want {
+	if got, want := cm.Data[nodeName], "cpu=150m,memory=24Mi,uid="+string(Node.UID); got != want {
 		t.Fatalf("set-size recorded %q for node %s, want %q", got, nodeName, want)
 	}
 	balloon = waitRunning(ctx, t, cs, balloon.Namespace, balloon.Name)
@@ -163,9 +163,14 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 		t.Fatalf("pod %s is not unschedulable for the node's taint: %v (PodScheduled: %q)", workload.Name, err, reason)
 	}
 
-	// One reconcile pass finds the balloon at its recorded size and opens the node.
+	// One reconcile pass finds the entry recorded for the earlier Node, and the
+	// balloon, bound since before the new Node, holding that size: it records
+	// the size for the new Node and opens it.
 	if out := kubectlBalloon("reconcile"); !strings.Contains(out, "removed the taint") {
 		t.Errorf("kubectl balloon reconcile did not open node %s; it said:\n%s", nodeName, out)
+	}
+	if cm, err := configMaps.Get(ctx, balloonSizesConfigMap, metav1.GetOptions{}); err != nil || cm.Data[nodeName] != "cpu=150m,memory=24Mi,uid="+string(reregistered.UID) {
+		t.Errorf("after reconcile the record of node %s is %q (%v), want the size for the new Node's UID %s", nodeName, cm.Data[nodeName], err, reregistered.UID)
 	}
 	if n, err := nodes.Get(ctx, nodeName, metav1.GetOptions{}); err != nil || hasTaint(n, balloonPendingTaint) {
 		t.Fatalf("node %s after reconcile: %v, taints %+v", nodeName, err, n.Spec.Taints)

@@ -514,7 +514,9 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			})
 		}
 		if size != "" {
-			_, err = configMaps.Patch(ctx, balloonSizesConfigMap, types.MergePatchType, []byte(fmt.Sprintf(`{"data":{%q:%q}}`, node.Name, size)), metav1.PatchOptions{})
+			// An entry names the UID of the Node it was recorded for.
+			record := size + ",uid=" + string(node.UID)
+			_, err = configMaps.Patch(ctx, balloonSizesConfigMap, types.MergePatchType, []byte(fmt.Sprintf(`{"data":{%q:%q}}`, node.Name, record)), metav1.PatchOptions{})
 			framework.ExpectNoError(err)
 		}
 	}
@@ -541,7 +543,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 		gomega.Expect(actual.Memory().String()).To(gomega.Equal("48Mi"))
 		cm, err := f.ClientSet.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
 		framework.ExpectNoError(err)
-		gomega.Expect(cm.Data).To(gomega.HaveKeyWithValue(node.Name, "cpu=120m,memory=48Mi"))
+		gomega.Expect(cm.Data).To(gomega.HaveKeyWithValue(node.Name, "cpu=120m,memory=48Mi,uid="+string(node.UID)))
 
 		ginkgo.By("reading the node's status as JSON")
 		var status struct {

@@ -115,7 +115,7 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 				n.Spec.PodPreemptionPolicy = &v1.NodePodPreemptionPolicy{DisableResizePreemption: []string{"example.com/autoscaler"}}
 			}), metav1.StatusReasonForbidden, nothingElse)
 
-			record := []byte(`{"data":{"node-a":"cpu=2,memory=4Gi"}}`)
+			record := []byte(`{"data":{"node-a":"cpu=2,memory=4Gi,uid=a1a1"}}`)
 			if _, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
 				t.Errorf("the agent could not record a size: %v", err)
 			}
@@ -124,10 +124,14 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 			}
 			// A zero request would make a balloon BestEffort.
 			err = refusedOnceLoaded(tCtx, t, func(dryRun ...string) error {
-				_, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-z":"cpu=0,memory=4Gi"}}`), metav1.PatchOptions{DryRun: dryRun})
+				_, err := agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-z":"cpu=0,memory=4Gi,uid=a1a1"}}`), metav1.PatchOptions{DryRun: dryRun})
 				return err
 			})
-			expectError(t, err, metav1.StatusReasonInvalid, "a recorded balloon size must be cpu=Q,memory=Q with positive quantities; not the one of node-z")
+			expectError(t, err, metav1.StatusReasonInvalid, "a recorded balloon size must be cpu=Q,memory=Q,uid=UID with positive quantities; not the one of node-z")
+			// Without the Node's UID a node registered later under the name
+			// could not tell the entry from its own.
+			_, err = agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-y":"cpu=1,memory=4Gi"}}`), metav1.PatchOptions{})
+			expectError(t, err, metav1.StatusReasonInvalid, "a recorded balloon size must be cpu=Q,memory=Q,uid=UID with positive quantities; not the one of node-y")
 
 		})
 	}
@@ -154,7 +158,7 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	editor := clientset.NewForConfigOrDie(config).CoreV1().ConfigMaps(metav1.NamespaceSystem)
 	const onlyResizers = "only a node-balloon-resizer may write the recorded balloon sizes"
 	err := refusedOnceLoaded(tCtx, t, func(dryRun ...string) error {
-		_, err := editor.Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-a":"cpu=1m,memory=1Mi"}}`), metav1.PatchOptions{DryRun: dryRun})
+		_, err := editor.Patch(tCtx, "node-balloon-sizes", types.MergePatchType, []byte(`{"data":{"node-a":"cpu=1m,memory=1Mi,uid=a1a1"}}`), metav1.PatchOptions{DryRun: dryRun})
 		return err
 	})
 	expectError(t, err, metav1.StatusReasonForbidden, onlyResizers)
@@ -193,7 +197,7 @@ func TestBalloonsAreCreatedAtTheirRecordedSize(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	applyAddon(tCtx, t, cs, filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", "balloon-sizes.yaml"))
 	// A record that does not parse, written before the policy that refuses it.
-	record := []byte(`{"data":{"node-a":"cpu=1500m,memory=3Gi","node-bad":"cpu=lots,memory=3Gi"}}`)
+	record := []byte(`{"data":{"node-a":"cpu=1500m,memory=3Gi,uid=a1a1","node-bad":"cpu=lots,memory=3Gi,uid=b2b2"}}`)
 	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(tCtx, "node-balloon-sizes", types.MergePatchType, record, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
