@@ -256,12 +256,17 @@ func addTo(list v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
 	list[name] = sum
 }
 
-// subtract returns a − b for the balloon resources.
+// subtract returns a − b for the balloon resources, and zero where b is
+// larger: balloons can hold more than a node whose allocatable shrank, which
+// leaves workloads nothing, not a negative size.
 func subtract(a, b v1.ResourceList) v1.ResourceList {
 	diff := v1.ResourceList{}
 	for _, name := range balloonResources {
 		q := a[name].DeepCopy()
 		q.Sub(b[name])
+		if q.Sign() < 0 {
+			q = *resource.NewQuantity(0, q.Format)
+		}
 		diff[name] = q
 	}
 	return diff

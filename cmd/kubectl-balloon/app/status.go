@@ -29,51 +29,131 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	resourcehelper "k8s.io/component-helpers/resource"
-	"sigs.k8s.io/yaml"
+)
+
+// statusAPIVersion and statusKind name what status prints for each node with
+// -o json|yaml|name|jsonpath: a client-side kind, as kubectl's own
+// configuration types are, never served by an API server.
+const (
+	statusAPIVersion = "balloon.kubectl.k8s.io/v1alpha1"
+	statusKind       = "NodeBalloonStatus"
 )
 
 func newCmdStatus(d deps) *cobra.Command {
-	var output string
+	printFlags := genericclioptions.NewPrintFlags("")
 	cmd := &cobra.Command{
-		Use:   "status [NODE...] [-o json|yaml]",
+		Use:   "status [NODE...] [-o wide|json|yaml|name|jsonpath=...]",
 		Short: "Show each node's allocatable, balloon and effective size",
 		Long: `Show, for each node (all nodes if none are given), its allocatable capacity,
 what its balloon holds now, the resulting effective size that workloads may
-use, and what is pending: a balloon resize that the kubelet has not carried
-out yet, or a balloon that is not scheduled or not running yet.
-In the table, memory is shown rounded down to a mebibyte; -o json and -o yaml
-print exact quantities.`,
+use, the size recorded for it, whether it carries the taint
+` + v1.TaintNodeBalloonPending + `, and what is pending: a balloon resize that the kubelet
+has not carried out yet, or a balloon that is not scheduled or not running yet.
+
+The effective size is what the scheduler leaves to workloads: while a resize
+is pending it counts the larger of what the balloon asks for and what it holds.
+In the table, memory is shown rounded down to a mebibyte; -o wide adds the
+balloons' names, and the other output formats print exact quantities, one
+` + statusKind + ` per node.`,
+		Example: `  # The nodes whose balloon-pending taint keeps workloads off
+  kubectl balloon status -o jsonpath='{range .items[?(@.taint)]}{.metadata.name}{"\n"}{end}'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" && output != "yaml" {
-				return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o out for a table", output)
+			printStatus, err := statusPrinter(printFlags)
+			if err != nil {
+				return err
 			}
 			client, err := d.newClient()
 			if err != nil {
 				return err
 			}
-			return runStatus(cmd.Context(), client, d.streams.Out, args, output)
+			list, err := nodeStatuses(cmd.Context(), client, d.streams.ErrOut, args)
+			if err != nil {
+				return err
+			}
+			return printStatus(list, d.streams.Out)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml; a table if not given")
+	printFlags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (wide, %s); a table if not given.", strings.Join(printFlags.AllowedFormats(), ", "))
 	return cmd
 }
 
-// statusList is what status -o json|yaml prints.
-type statusList struct {
-	Items []nodeStatus `json:"items"`
+// statusPrinter returns what prints the statuses for the output flags: the
+// table for none or wide, as kubectl get does, and kubectl's printers for the
+// rest.
+func statusPrinter(printFlags *genericclioptions.PrintFlags) (func([]nodeStatus, io.Writer) error, error) {
+	switch *printFlags.OutputFormat {
+	case "", "wide":
+		wide := *printFlags.OutputFormat == "wide"
+		return func(list []nodeStatus, out io.Writer) error { return printTable(list, out, wide) }, nil
+	}
+	printer, err := printFlags.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, fmt.Errorf("unknown output format %q: use one of wide, %s, or leave -o out for a table",
+			*printFlags.OutputFormat, strings.Join(printFlags.AllowedFormats(), ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(list []nodeStatus, out io.Writer) error {
+		objects, err := toUnstructured(list)
+		if err != nil {
+			return err
+		}
+		return printer.PrintObj(objects, out)
+	}, nil
+}
+
+// toUnstructured turns the statuses into a List, as kubectl get prints
+// several objects.
+func toUnstructured(list []nodeStatus) (*unstructured.UnstructuredList, error) {
+	objects := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
+	for _, status := range list {
+		data, err := json.Marshal(status)
+		if err != nil {
+			return nil, err
+		}
+		var object unstructured.Unstructured
+		if err := object.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		objects.Items = append(objects.Items, object)
+	}
+	return objects, nil
 }
 
 // nodeStatus is a node's sizes and the state of its balloons.
 type nodeStatus struct {
-	Node        string          `json:"node"`
-	Allocatable v1.ResourceList `json:"allocatable"`
-	// Balloon is what the node's bound balloons hold; absent without one.
-	Balloon   v1.ResourceList `json:"balloon,omitempty"`
+	metav1.TypeMeta `json:",inline"`
+	Metadata        statusMetadata  `json:"metadata"`
+	Node            string          `json:"node"`
+	Allocatable     v1.ResourceList `json:"allocatable"`
+	// Balloon is what the node's bound balloons hold, as the kubelet
+	// allocated it; absent without one.
+	Balloon v1.ResourceList `json:"balloon,omitempty"`
+	// Effective is allocatable less the balloons as the scheduler counts
+	// them, never below zero.
 	Effective v1.ResourceList `json:"effective"`
-	Balloons  []balloonStatus `json:"balloons,omitempty"`
+	// Recorded is the size recorded for the node (the balloon's requests);
+	// absent without a record of this node.
+	Recorded v1.ResourceList `json:"recorded,omitempty"`
+	// RecordedText is the node's entry when it does not parse.
+	RecordedText string `json:"recordedText,omitempty"`
+	// Taint is the node's balloon-pending taint, which keeps workloads off
+	// until its balloon holds its recorded size.
+	Taint    *v1.Taint       `json:"taint,omitempty"`
+	Balloons []balloonStatus `json:"balloons,omitempty"`
+}
+
+// statusMetadata names the node, so that -o name and jsonpath find it where
+// they find any object's name.
+type statusMetadata struct {
+	Name string `json:"name"`
 }
 
 // balloonStatus is one balloon: Running, Starting (bound, not running yet) or
@@ -100,39 +180,44 @@ const (
 	balloonUnscheduled = "Unscheduled"
 )
 
-func runStatus(ctx context.Context, client kubernetes.Interface, out io.Writer, nodeNames []string, output string) error {
+// nodeStatuses reads the nodes, their balloons and their records. Without the
+// record, status still shows the rest and says so on errOut.
+func nodeStatuses(ctx context.Context, client kubernetes.Interface, errOut io.Writer, nodeNames []string) ([]nodeStatus, error) {
 	nodes, err := getNodes(ctx, client, nodeNames)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	balloons, err := listBalloons(ctx, client)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	list := statusList{Items: []nodeStatus{}}
+	sizes, err := readBalloonSizes(ctx, client)
+	if err != nil {
+		fmt.Fprintf(errOut, "warning: %v\n", err)
+	}
+	list := []nodeStatus{}
 	for _, node := range nodes {
-		list.Items = append(list.Items, statusOf(node, balloons[node.Name]))
-	}
-	switch output {
-	case "json":
-		data, err := json.MarshalIndent(list, "", "    ")
-		if err != nil {
-			return err
+		status := statusOf(node, balloons[node.Name])
+		if entry, ok := sizes.of(node); ok {
+			status.Recorded = entry.size
+			if entry.size == nil {
+				status.RecordedText = entry.raw
+			}
 		}
-		_, err = fmt.Fprintf(out, "%s\n", data)
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(list)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
-		return err
+		list = append(list, status)
 	}
+	return list, nil
+}
+
+func printTable(list []nodeStatus, out io.Writer, wide bool) error {
 	w := printers.GetNewTabWriter(out)
-	fmt.Fprintln(w, "NODE\tALLOCATABLE\tBALLOON\tEFFECTIVE\tPENDING")
-	for _, status := range list.Items {
-		fmt.Fprintln(w, strings.Join(status.row(), "\t"))
+	header := "NODE\tALLOCATABLE\tBALLOON\tEFFECTIVE\tRECORDED\tTAINT"
+	if wide {
+		header += "\tBALLOONS"
+	}
+	fmt.Fprintln(w, header+"\tPENDING")
+	for _, status := range list {
+		fmt.Fprintln(w, strings.Join(status.row(wide), "\t"))
 	}
 	return w.Flush()
 }
@@ -174,13 +259,25 @@ func getNode(ctx context.Context, client kubernetes.Interface, name string) (*v1
 }
 
 func statusOf(node *v1.Node, balloons *nodeBalloons) nodeStatus {
-	status := nodeStatus{Node: node.Name, Allocatable: node.Status.Allocatable, Effective: node.Status.Allocatable}
+	status := nodeStatus{
+		TypeMeta:    metav1.TypeMeta{APIVersion: statusAPIVersion, Kind: statusKind},
+		Metadata:    statusMetadata{Name: node.Name},
+		Node:        node.Name,
+		Allocatable: node.Status.Allocatable,
+		Effective:   node.Status.Allocatable,
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == v1.TaintNodeBalloonPending {
+			status.Taint = t.DeepCopy()
+		}
+	}
 	if balloons == nil {
 		return status
 	}
 	if len(balloons.bound) > 0 {
 		status.Balloon = v1.ResourceList{}
 	}
+	counted := v1.ResourceList{}
 	for _, pod := range balloons.bound {
 		b := balloonStatus{Name: pod.Name, State: balloonRunning, Held: heldResources(pod), PendingResize: resizeOf(pod)}
 		if pod.Status.Phase != v1.PodRunning {
@@ -189,25 +286,52 @@ func statusOf(node *v1.Node, balloons *nodeBalloons) nodeStatus {
 		for name, q := range b.Held {
 			addTo(status.Balloon, name, q)
 		}
+		// The scheduler's count: during a pending resize, the larger of
+		// what the balloon asks for and what it holds.
+		requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		for _, name := range balloonResources {
+			addTo(counted, name, requests[name])
+		}
 		status.Balloons = append(status.Balloons, b)
 	}
 	for _, pod := range balloons.unscheduled {
 		status.Balloons = append(status.Balloons, balloonStatus{Name: pod.Name, State: balloonUnscheduled, Message: unscheduledState(pod)})
 	}
 	if status.Balloon != nil {
-		status.Effective = subtract(node.Status.Allocatable, status.Balloon)
+		status.Effective = subtract(node.Status.Allocatable, counted)
 	}
 	return status
 }
 
 // row is the node's line of the status table.
-func (s nodeStatus) row() []string {
-	if len(s.Balloons) == 0 {
-		return []string{s.Node, formatResources(s.Allocatable), "-", formatResources(s.Effective), "no balloon"}
+func (s nodeStatus) row(wide bool) []string {
+	recorded := "-"
+	switch {
+	case s.Recorded != nil:
+		recorded = formatResources(s.Recorded)
+	case s.RecordedText != "":
+		recorded = "invalid"
 	}
-	balloon := "-"
+	taint := "-"
+	if s.Taint != nil {
+		taint = string(s.Taint.Effect)
+	}
+	row := []string{s.Node, formatResources(s.Allocatable), "-", formatResources(s.Effective), recorded, taint}
 	if s.Balloon != nil {
-		balloon = formatResources(s.Balloon)
+		row[2] = formatResources(s.Balloon)
+	}
+	if wide {
+		names := make([]string, 0, len(s.Balloons))
+		for _, b := range s.Balloons {
+			names = append(names, b.Name)
+		}
+		if len(names) == 0 {
+			names = append(names, "-")
+		}
+		row = append(row, strings.Join(names, ","))
+	}
+	if len(s.Balloons) == 0 {
+		return append(row, "no balloon")
 	}
 	var pending []string
 	for _, b := range s.Balloons {
@@ -234,7 +358,7 @@ func (s nodeStatus) row() []string {
 	if len(pending) > 0 {
 		pendingText = strings.Join(pending, "; ")
 	}
-	return []string{s.Node, formatResources(s.Allocatable), balloon, formatResources(s.Effective), pendingText}
+	return append(row, pendingText)
 }
 
 // resizeOf returns the resize the balloon asks for but does not hold yet, or

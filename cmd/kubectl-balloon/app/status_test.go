@@ -31,6 +31,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// statusList is what status prints with -o json or yaml.
+type statusList struct {
+	metav1.TypeMeta `json:",inline"`
+	Items           []nodeStatus `json:"items"`
+}
+
 // statusRows parses the status table into its columns.
 func statusRows(t *testing.T, out string) [][]string {
 	t.Helper()
@@ -38,10 +44,10 @@ func statusRows(t *testing.T, out string) [][]string {
 	var rows [][]string
 	for _, line := range lines {
 		fields := strings.Fields(line)
-		if len(fields) < 5 {
+		if len(fields) < 7 {
 			t.Fatalf("short status line %q", line)
 		}
-		rows = append(rows, append(fields[:4:4], strings.Join(fields[4:], " ")))
+		rows = append(rows, append(fields[:6:6], strings.Join(fields[6:], " ")))
 	}
 	return rows
 }
@@ -83,12 +89,26 @@ func statusCluster() []runtime.Object {
 	successor.Status = v1.PodStatus{Phase: v1.PodPending}
 	forNode(successor, "node-g")
 
+	// The node shrank under its balloon: nothing is left, not a negative size.
+	shrunk := newBalloon("balloon-h", "node-h", "2", "4Gi")
+
+	closed := newNode("node-c", "8", "32Gi")
+	closed.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoExecute}, {Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule}}
+
 	return []runtime.Object{
+		recordedSizesConfigMap(map[string]string{
+			"node-a": "cpu=1,memory=4Gi,uid=node-a-uid",
+			// An earlier node's of that name: not node-b's.
+			"node-b": "cpu=1,memory=4Gi,uid=earlier-uid",
+			"node-c": "cpu=3,memory=8Gi,uid=node-c-uid",
+			"node-d": "cpu=2",
+		}),
 		newNode("node-a", "4", "16Gi"), actuated, finished,
+		newNode("node-h", "1", "2Gi"), shrunk,
 		newNode("node-f", "4", "16Gi"), unscheduled,
 		newNode("node-g", "4", "16Gi"), deleted, successor,
 		newNode("node-b", "4", "16Gi"), labelOnly, classOnly, otherNamespace,
-		newNode("node-c", "8", "32Gi"), deferred,
+		closed, deferred,
 		newNode("node-d", "4", "16Gi"), unanswered,
 		newNode("node-e", "3920m", "16265376Ki"), notStarted,
 	}
@@ -100,18 +120,20 @@ func TestStatusAllNodes(t *testing.T) {
 		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
 	}
 	want := [][]string{
-		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "PENDING"},
-		{"node-a", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "-"},
+		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "RECORDED", "TAINT", "PENDING"},
+		{"node-a", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "cpu=1,memory=4Gi", "-", "-"},
 		// Pods with only the label, only the class, or outside kube-system are no balloons.
-		{"node-b", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "no balloon"},
-		{"node-c", "cpu=8,memory=32Gi", "cpu=1,memory=4Gi", "cpu=7,memory=28Gi", "cpu=3,memory=8Gi Deferred: " + deferredMessage},
-		{"node-d", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=3,memory=12Gi", "cpu=2,memory=4Gi in progress"},
+		{"node-b", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "-", "-", "no balloon"},
+		// The scheduler counts a pending upsize at its desired size.
+		{"node-c", "cpu=8,memory=32Gi", "cpu=1,memory=4Gi", "cpu=5,memory=24Gi", "cpu=3,memory=8Gi", "NoSchedule", "cpu=3,memory=8Gi Deferred: " + deferredMessage},
+		{"node-d", "cpu=4,memory=16Gi", "cpu=1,memory=4Gi", "cpu=2,memory=12Gi", "invalid", "-", "cpu=2,memory=4Gi in progress"},
 		// Without status the balloon holds its spec requests; memory is rounded down to Mi.
-		{"node-e", "cpu=3920m,memory=15884Mi", "cpu=1m,memory=1Mi", "cpu=3919m,memory=15883Mi", "balloon not running yet"},
+		{"node-e", "cpu=3920m,memory=15884Mi", "cpu=1m,memory=1Mi", "cpu=3919m,memory=15883Mi", "-", "-", "balloon not running yet"},
 		// Not bound yet: the DaemonSet created it for node-f.
-		{"node-f", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "balloon not scheduled yet (Unschedulable: 0/2 nodes are available: 1 node(s) didn't match Pod's required features)"},
+		{"node-f", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "-", "-", "balloon not scheduled yet (Unschedulable: 0/2 nodes are available: 1 node(s) didn't match Pod's required features)"},
 		// A balloon being deleted holds nothing for status; its successor is not bound yet.
-		{"node-g", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "balloon not scheduled yet"},
+		{"node-g", "cpu=4,memory=16Gi", "-", "cpu=4,memory=16Gi", "-", "-", "balloon not scheduled yet"},
+		{"node-h", "cpu=1,memory=2Gi", "cpu=2,memory=4Gi", "cpu=0,memory=0", "-", "-", "-"},
 	}
 	if diff := cmp.Diff(want, statusRows(t, e.out.String())); diff != "" {
 		t.Errorf("status table (-want +got):\n%s", diff)
@@ -145,8 +167,8 @@ func TestStatusSeveralBalloonsOnANode(t *testing.T) {
 		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
 	}
 	want := [][]string{
-		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "PENDING"},
-		{"node-a", "cpu=4,memory=16Gi", "cpu=1500m,memory=2Gi", "cpu=2500m,memory=14Gi", "balloon-2: cpu=1,memory=1Gi in progress"},
+		{"NODE", "ALLOCATABLE", "BALLOON", "EFFECTIVE", "RECORDED", "TAINT", "PENDING"},
+		{"node-a", "cpu=4,memory=16Gi", "cpu=1500m,memory=2Gi", "cpu=2,memory=14Gi", "-", "-", "balloon-2: cpu=1,memory=1Gi in progress"},
 	}
 	if diff := cmp.Diff(want, statusRows(t, e.out.String())); diff != "" {
 		t.Errorf("status table (-want +got):\n%s", diff)
@@ -163,12 +185,55 @@ func TestStatusUnknownNode(t *testing.T) {
 	}
 }
 
+func TestStatusWide(t *testing.T) {
+	e := newTestEnv(t, statusCluster()...)
+	if code := e.run("status", "node-a", "node-b", "-o", "wide"); code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+	}
+	want := "NODE     ALLOCATABLE         BALLOON            EFFECTIVE           RECORDED           TAINT   BALLOONS    PENDING\n" +
+		"node-a   cpu=4,memory=16Gi   cpu=1,memory=4Gi   cpu=3,memory=12Gi   cpu=1,memory=4Gi   -       balloon-a   -\n" +
+		"node-b   cpu=4,memory=16Gi   -                  cpu=4,memory=16Gi   -                  -       -           no balloon\n"
+	if diff := cmp.Diff(want, e.out.String()); diff != "" {
+		t.Errorf("status -o wide (-want +got):\n%s", diff)
+	}
+}
+
+// -o name and -o jsonpath are kubectl's printers, over one NodeBalloonStatus
+// per node named after it.
+func TestStatusKubectlPrinters(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{
+		args: []string{"-o", "name"},
+		want: "nodeballoonstatus.balloon.kubectl.k8s.io/node-a\nnodeballoonstatus.balloon.kubectl.k8s.io/node-c\n",
+	}, {
+		args: []string{"-o", `jsonpath={range .items[*]}{.metadata.name} {.recorded.cpu} {.taint.effect}{"\n"}{end}`},
+		want: "node-a 1 \nnode-c 3 NoSchedule\n",
+	}} {
+		t.Run(tc.args[1], func(t *testing.T) {
+			e := newTestEnv(t, statusCluster()...)
+			if code := e.run(append([]string{"status", "node-a", "node-c"}, tc.args...)...); code != 0 {
+				t.Fatalf("exit code %d, stderr %q", code, e.errOut.String())
+			}
+			if got := e.out.String(); got != tc.want {
+				t.Errorf("output %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestStatusOutputFormats(t *testing.T) {
-	want := statusList{Items: []nodeStatus{{
+	typeMeta := metav1.TypeMeta{APIVersion: "balloon.kubectl.k8s.io/v1alpha1", Kind: "NodeBalloonStatus"}
+	want := statusList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []nodeStatus{{
+		TypeMeta:    typeMeta,
+		Metadata:    statusMetadata{Name: "node-c"},
 		Node:        "node-c",
 		Allocatable: resources("8", "32Gi"),
 		Balloon:     resources("1", "4Gi"),
-		Effective:   resources("7", "28Gi"),
+		Effective:   resources("5", "24Gi"),
+		Recorded:    resources("3", "8Gi"),
+		Taint:       &v1.Taint{Key: v1.TaintNodeBalloonPending, Effect: v1.TaintEffectNoSchedule},
 		Balloons: []balloonStatus{{
 			Name:          "balloon-c",
 			State:         balloonRunning,
@@ -176,6 +241,8 @@ func TestStatusOutputFormats(t *testing.T) {
 			PendingResize: &pendingResize{Requests: resources("3", "8Gi"), Reason: v1.PodReasonDeferred, Message: deferredMessage},
 		}},
 	}, {
+		TypeMeta:    typeMeta,
+		Metadata:    statusMetadata{Name: "node-f"},
 		Node:        "node-f",
 		Allocatable: resources("4", "16Gi"),
 		Effective:   resources("4", "16Gi"),
@@ -185,6 +252,8 @@ func TestStatusOutputFormats(t *testing.T) {
 			Message: "not scheduled yet (Unschedulable: 0/2 nodes are available: 1 node(s) didn't match Pod's required features)",
 		}},
 	}, {
+		TypeMeta:    typeMeta,
+		Metadata:    statusMetadata{Name: "node-b"},
 		Node:        "node-b",
 		Allocatable: resources("4", "16Gi"),
 		Effective:   resources("4", "16Gi"),
@@ -217,10 +286,10 @@ func TestStatusOutputFormats(t *testing.T) {
 
 func TestStatusUnknownOutputFormat(t *testing.T) {
 	e := newTestEnv(t, statusCluster()...)
-	if code := e.run("status", "-o", "wide"); code != 1 {
+	if code := e.run("status", "-o", "table"); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
-	if got, want := e.errOut.String(), "error: unknown output format \"wide\": use json or yaml, or leave -o out for a table\n"; got != want {
+	if got, want := e.errOut.String(), "error: unknown output format \"table\": use one of wide, json, yaml, kyaml, name, go-template, go-template-file, template, templatefile, jsonpath, jsonpath-as-json, jsonpath-file, or leave -o out for a table\n"; got != want {
 		t.Errorf("stderr %q, want %q", got, want)
 	}
 }
