@@ -42,9 +42,10 @@ import (
 )
 
 // balloonSizesConfigMap records the balloon size of every node that was sized,
-// by node name. It lives in kube-system, apart from the pods and the nodes, so
-// that a size outlives both: a balloon that is recreated and a node that
-// registers again get their size back.
+// by node name with the Node's UID. It lives in kube-system, apart from the
+// pods and the nodes, so that a size outlives both: a balloon that is
+// recreated gets its size back, and so does a node that registers again while
+// its balloon runs on (see replaceStaleRecord).
 const balloonSizesConfigMap = "node-balloon-sizes"
 
 type reconcileOptions struct {
