@@ -17,26 +17,10 @@ limitations under the License.
 package eviction
 
 import (
-	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/kubernetes/pkg/features"
-	kubelettypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
-
-// evictionCandidates returns the active pods that the eviction manager ranks
-// and may evict. Balloons are left out under every signal: they hold capacity
-// that does not exist and use nothing, so evicting one frees nothing and
-// ranking one would count it as using the node.
-func evictionCandidates(pods []*v1.Pod) []*v1.Pod {
-	candidates := make([]*v1.Pod, 0, len(pods))
-	for _, pod := range pods {
-		if !kubelettypes.IsBalloonPod(pod) {
-			candidates = append(candidates, pod)
-		}
-	}
-	return candidates
-}
 
 // observeSummary keeps the summary of this pass for ObservedSummary. The
 // balloon usage check reads it rather than asking for stats itself: this one

@@ -29,6 +29,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 )
 
 func balloonPod(name, cpu string) *v1.Pod {
@@ -101,10 +102,16 @@ func TestCriticalPodNeverPreemptsBalloon(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	nodeCriticalPod := getTestPods()[nodeCritical]
 
+	// A static pod's priority is whatever its manifest says: above the
+	// balloon class's, upstream's rules let it preempt the balloon.
+	aboveTheBalloon := getTestPods()[nodeCritical]
+	aboveTheBalloon.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.FileSource}
+	aboveTheBalloon.Spec.Priority = ptr.To(scheduling.SystemCriticalPriority + 1001)
+
 	t.Run("only a balloon could free the resources", func(t *testing.T) {
 		pods, killer := newFakePodProvider(), newFakePodKiller(false)
 		pods.setPods([]*v1.Pod{balloonPod("balloon", "2")})
-		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, nodeCriticalPod, getPredicateFailureReasons(100, 0, 0, false), lifecycle.AddOperation); err == nil {
+		if _, err := getTestCriticalPodAdmissionHandler(pods, killer).HandleAdmissionFailure(tCtx, aboveTheBalloon, getPredicateFailureReasons(100, 0, 0, false), lifecycle.AddOperation); err == nil {
 			t.Error("want an error: no pod may be preempted")
 		}
 		if killed := killedNames(killer); len(killed) != 0 {

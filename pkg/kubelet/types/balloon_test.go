@@ -101,6 +101,15 @@ func TestPreemptableBalloon(t *testing.T) {
 	workload := &v1.Pod{Spec: v1.PodSpec{Priority: ptr.To[int32](0)}}
 	labelOnly := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1.LabelBalloonPod: "true"}}, Spec: v1.PodSpec{Priority: ptr.To[int32](0)}}
 
+	// A static pod's priority is whatever its manifest says: above the
+	// balloon class's, upstream's rules let it preempt the balloon.
+	aboveTheBalloon := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ConfigSourceAnnotationKey: FileSource}},
+		Spec:       v1.PodSpec{Priority: ptr.To(scheduling.SystemCriticalPriority + 1001)},
+	}
+	if Preemptable(aboveTheBalloon, balloon) {
+		t.Error("a static pod above the balloon's priority may preempt a balloon")
+	}
 	for _, preemptor := range []*v1.Pod{nodeCritical, static} {
 		if Preemptable(preemptor, balloon) {
 			t.Errorf("%s may preempt a balloon", preemptor.Spec.PriorityClassName+preemptor.Annotations[ConfigSourceAnnotationKey])
