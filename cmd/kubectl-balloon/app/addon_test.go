@@ -63,3 +63,24 @@ func TestAddonRunsTheAgent(t *testing.T) {
 		t.Errorf("args %q: reconcile must loop (--interval), got %v", args, interval)
 	}
 }
+
+// The addon's balloons start at the least size, which the kubelet admits
+// without a usage check (kubetypes.UnsizedBalloonMemory): at a node's start
+// nothing is observed yet.
+func TestAddonBalloonsStartUnsized(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", "balloon-daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var daemonSet appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(data, &daemonSet); err != nil {
+		t.Fatal(err)
+	}
+	containers := daemonSet.Spec.Template.Spec.Containers
+	if len(containers) != 1 || containers[0].Name != balloonContainerName {
+		t.Fatalf("want the one container %q, got %v", balloonContainerName, containers)
+	}
+	if requests := containers[0].Resources.Requests; !equalResources(requests, minBalloon) {
+		t.Errorf("the template requests %v, want the least balloon %v", requests, minBalloon)
+	}
+}

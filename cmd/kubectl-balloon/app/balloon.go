@@ -55,7 +55,7 @@ const (
 // would be BestEffort, and a resize may not change a pod's QoS class.
 var minBalloon = v1.ResourceList{
 	v1.ResourceCPU:    resource.MustParse("1m"),
-	v1.ResourceMemory: resource.MustParse("1Mi"),
+	v1.ResourceMemory: kubetypes.UnsizedBalloonMemory,
 }
 
 // balloonResources are the resources a balloon holds and this plugin manages.
