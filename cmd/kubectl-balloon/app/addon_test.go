@@ -31,14 +31,8 @@ import (
 // The addon's agent Deployment runs reconcile in a loop, as the account that
 // the resizer roles and policies name, and runs on closed nodes too.
 func TestAddonRunsTheAgent(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", "balloon-resizer-deployment.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deployment appsv1.Deployment
-	if err := yaml.UnmarshalStrict(data, &deployment); err != nil {
-		t.Fatal(err)
-	}
+	readAddon(t, "balloon-resizer-deployment.yaml", &deployment)
 	spec := deployment.Spec.Template.Spec
 	if spec.ServiceAccountName != "node-balloon-resizer" || deployment.Namespace != "kube-system" {
 		t.Errorf("runs as %s/%s, want kube-system/node-balloon-resizer, the subject of the resizer roles and policies", deployment.Namespace, spec.ServiceAccountName)
@@ -68,19 +62,25 @@ func TestAddonRunsTheAgent(t *testing.T) {
 // without a usage check (kubetypes.UnsizedBalloonMemory): at a node's start
 // nothing is observed yet.
 func TestAddonBalloonsStartUnsized(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", "balloon-daemonset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var daemonSet appsv1.DaemonSet
-	if err := yaml.UnmarshalStrict(data, &daemonSet); err != nil {
-		t.Fatal(err)
-	}
+	readAddon(t, "balloon-daemonset.yaml", &daemonSet)
 	containers := daemonSet.Spec.Template.Spec.Containers
 	if len(containers) != 1 || containers[0].Name != balloonContainerName {
 		t.Fatalf("want the one container %q, got %v", balloonContainerName, containers)
 	}
 	if requests := containers[0].Resources.Requests; !equalResources(requests, minBalloon) {
 		t.Errorf("the template requests %v, want the least balloon %v", requests, minBalloon)
+	}
+}
+
+// readAddon decodes one of the node-balloon addon's manifests, strictly.
+func readAddon(t *testing.T, name string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "cluster", "addons", "node-balloon", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		t.Fatal(err)
 	}
 }
