@@ -371,6 +371,10 @@ spec:
 	t.Logf("MEASURED recommender, admission controller and updater serving (gate on): %s", time.Since(start).Round(time.Second))
 
 	// The VPA: scope node, recommendations applied in place or by eviction.
+	// The pods as they are before it exists: the updater may resize the busy
+	// node's pod as soon as that node's entry is written, before the idle
+	// node's is.
+	before := daemonPods(t, ctx, cs, ns.Name)
 	vpa := testVPA("agent", true)
 	start = time.Now()
 	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Create(ctx, vpa, metav1.CreateOptions{}); err != nil {
@@ -401,7 +405,6 @@ spec:
 	// its 30m request is below its node's lower bound. It leaves the idle node's
 	// pod alone: both request the same, so with one DaemonSet-wide range it
 	// would resize both or neither.
-	before := daemonPods(t, ctx, cs, ns.Name)
 	start = time.Now()
 	var resized corev1.Pod
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {

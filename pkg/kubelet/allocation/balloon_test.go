@@ -56,6 +56,8 @@ type balloonNode struct {
 	recorder  *record.FakeRecorder
 	preempted []string
 	ctx       context.Context
+	// usageRetries are the retries the usage check scheduled (withUsageCheck).
+	usageRetries *scheduledRetries
 }
 
 // newBalloonNode admits pods at their spec resources and wires the kubelet's

@@ -19,6 +19,7 @@ package allocation
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -45,7 +46,7 @@ import (
 //
 // observedUsage returns the eviction manager's last summary, getNode the
 // kubelet's node and thresholds its eviction thresholds.
-func NewBalloonUsageAdmitHandler(allocationManager Manager, observedUsage func() *statsapi.Summary, getNode func(context.Context, bool) (*v1.Node, error), thresholds []evictionapi.Threshold, clock clock.PassiveClock) lifecycle.PodAdmitHandler {
+func NewBalloonUsageAdmitHandler(allocationManager Manager, observedUsage func() *statsapi.Summary, getNode func(context.Context, bool) (*v1.Node, error), thresholds []evictionapi.Threshold, clock clock.WithDelayedExecution) lifecycle.PodAdmitHandler {
 	return &balloonUsageAdmitHandler{
 		allocationManager: allocationManager,
 		observedUsage:     observedUsage,
@@ -60,7 +61,9 @@ type balloonUsageAdmitHandler struct {
 	observedUsage     func() *statsapi.Summary
 	getNode           func(context.Context, bool) (*v1.Node, error)
 	thresholds        []evictionapi.Threshold
-	clock             clock.PassiveClock
+	clock             clock.WithDelayedExecution
+	// retryScheduled is set while a retry of the pending resizes is scheduled.
+	retryScheduled atomic.Bool
 }
 
 // BalloonMemoryInUse is the reason a new balloon is rejected with when the
@@ -84,9 +87,10 @@ const BalloonMemoryInUse = "BalloonMemoryInUse"
 // The usage is the eviction manager's last observation. Usage it has not made
 // yet holds the balloon back too, as does usage older than balloonUsageMaxAge
 // and a workload pod whose usage the summary lacks: a reclaim is retried, an
-// eviction is not undone. The message names the cause, not the numbers, so
-// that a retry with other numbers writes no new status and no new event; the
-// numbers are logged.
+// eviction is not undone. An upsize held back for those reasons only is retried
+// after balloonUsageRetryDelay, by when the eviction manager has observed
+// again. The message names the cause, not the numbers, so that a retry with
+// other numbers writes no new status and no new event; the numbers are logged.
 func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
 	pod := attrs.Pod
 	if !kubetypes.IsBalloonPod(pod) {
@@ -112,18 +116,28 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 	holdBack := func(format string, args ...any) lifecycle.PodAdmitResult {
 		return lifecycle.PodAdmitResult{Admit: false, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
+	// waitForUsage holds the balloon back until the eviction manager's next
+	// observation: the allocation manager's own retry of a deferred resize
+	// comes minutes later, and a node's first upsize comes at its start, when
+	// nothing is observed yet.
+	waitForUsage := func(format string, args ...any) lifecycle.PodAdmitResult {
+		if attrs.Operation == lifecycle.ResizeOperation {
+			h.retrySoon(ctx)
+		}
+		return holdBack(format, args...)
+	}
 
 	summary := h.observedUsage()
 	if summary == nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Memory.AvailableBytes == nil {
-		return holdBack("the node's memory usage is not known yet")
+		return waitForUsage("the node's memory usage is not known yet")
 	}
 	if age := h.clock.Since(summary.Node.Memory.Time.Time); age > balloonUsageMaxAge {
 		klog.FromContext(ctx).V(2).Info("Holding back a balloon: the node's memory usage is old", "pod", klog.KObj(pod), "age", age)
-		return holdBack("the node's memory usage is older than %v", balloonUsageMaxAge)
+		return waitForUsage("the node's memory usage is older than %v", balloonUsageMaxAge)
 	}
 	node, err := h.getNode(ctx, true)
 	if err != nil {
-		return holdBack("the node's allocatable memory is not known (%v)", err)
+		return waitForUsage("the node's allocatable memory is not known (%v)", err)
 	}
 
 	balloons := podMemoryRequest(pod)
@@ -146,7 +160,7 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 		// The summary may be partial (cadvisor has not seen a new pod yet):
 		// a pod it lacks would count as using nothing.
 		klog.FromContext(ctx).V(2).Info("Holding back a balloon: pods without memory usage in the summary", "pod", klog.KObj(pod), "pods", sets.List(workloads))
-		return holdBack("the memory usage of some of the node's pods is not known yet")
+		return waitForUsage("the memory usage of some of the node's pods is not known yet")
 	}
 	allocatable := node.Status.Allocatable.Memory()
 	needed := inUse.DeepCopy()
@@ -172,9 +186,29 @@ func (h *balloonUsageAdmitHandler) Admit(ctx context.Context, attrs *lifecycle.P
 	return lifecycle.PodAdmitResult{Admit: true}
 }
 
-// balloonUsageMaxAge is the oldest memory usage a balloon is admitted on: the
-// eviction manager observes every 10 seconds.
-const balloonUsageMaxAge = 30 * time.Second
+const (
+	// balloonUsageMaxAge is the oldest memory usage a balloon is admitted on:
+	// the eviction manager observes every 10 seconds.
+	balloonUsageMaxAge = 30 * time.Second
+	// balloonUsageRetryDelay is when an upsize held back for usage not observed
+	// yet is tried again: one pass of the eviction manager later.
+	balloonUsageRetryDelay = 10 * time.Second
+
+	triggerReasonBalloonUsage = "balloon_usage"
+)
+
+// retrySoon schedules one retry of the pending resizes after
+// balloonUsageRetryDelay, unless one is scheduled already. It runs under the
+// allocation manager's lock; the retry takes it on a goroutine of its own.
+func (h *balloonUsageAdmitHandler) retrySoon(ctx context.Context) {
+	if !h.retryScheduled.CompareAndSwap(false, true) {
+		return
+	}
+	h.clock.AfterFunc(balloonUsageRetryDelay, func() {
+		h.retryScheduled.Store(false)
+		h.allocationManager.RetryPendingResizes(ctx, triggerReasonBalloonUsage)
+	})
+}
 
 func podMemoryRequest(pod *v1.Pod) resource.Quantity {
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{

@@ -32,6 +32,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -49,6 +50,26 @@ type memoryUsage struct {
 
 // usageClock is the time the usage check runs at.
 var usageClock = testingclock.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+
+// scheduledRetries is the usage check's clock: it keeps what the check
+// schedules for the test to run, in order, where a fake clock's Step would run
+// it under the clock's lock.
+type scheduledRetries struct {
+	*testingclock.FakePassiveClock
+	delays []time.Duration
+	funcs  []func()
+}
+
+func (c *scheduledRetries) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.delays = append(c.delays, d)
+	c.funcs = append(c.funcs, f)
+	return nil
+}
+
+func (c *scheduledRetries) After(time.Duration) <-chan time.Time { panic("not used") }
+func (c *scheduledRetries) NewTimer(time.Duration) clock.Timer   { panic("not used") }
+func (c *scheduledRetries) Sleep(time.Duration)                  { panic("not used") }
+func (c *scheduledRetries) Tick(time.Duration) <-chan time.Time  { panic("not used") }
 
 func (u *memoryUsage) summary() *statsapi.Summary {
 	if u.unobserved {
@@ -80,7 +101,8 @@ func (n *balloonNode) withUsageCheck(usage *memoryUsage) *balloonNode {
 		// A soft threshold decides nothing here.
 		{Signal: evictionapi.SignalMemoryAvailable, Operator: evictionapi.OpLessThan, Value: evictionapi.ThresholdValue{Quantity: ptr.To(resource.MustParse("3Gi"))}, GracePeriod: 60e9},
 	}
-	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{NewBalloonUsageAdmitHandler(n.manager, usage.summary, getNode, thresholds, usageClock)})
+	n.usageRetries = &scheduledRetries{FakePassiveClock: usageClock}
+	n.manager.AddPodAdmitHandlers(lifecycle.PodAdmitHandlers{NewBalloonUsageAdmitHandler(n.manager, usage.summary, getNode, thresholds, n.usageRetries)})
 	return n
 }
 
@@ -239,6 +261,9 @@ func TestBalloonUpsizeDeferredByUsageAppliesOnRetry(t *testing.T) {
 	if c := n.pendingCondition(balloon); c == nil || c.Reason != v1.PodReasonDeferred {
 		t.Fatalf("a BestEffort pod's usage must defer the upsize, got %+v", c)
 	}
+	if len(n.usageRetries.funcs) != 0 {
+		t.Error("usage that was observed defers the upsize to the allocation manager's retries, no sooner one")
+	}
 
 	// The pod's usage falls: the periodic retry applies the upsize.
 	usage.pods[workload] = "1Gi"
@@ -342,5 +367,48 @@ func TestNewBalloonRespectsMemoryUsage(t *testing.T) {
 				t.Error("a rejected balloon must not be allocated")
 			}
 		})
+	}
+}
+
+// A node's first upsize comes at its start, before the eviction manager has
+// observed its usage: the upsize is deferred and tried again one eviction pass
+// later, not at the allocation manager's periodic retry minutes later.
+func TestBalloonUpsizeWaitsForUsageToBeObserved(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("InPlacePodVerticalScaling is not currently supported for Windows")
+	}
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.BalloonPod, true)
+	balloon, workload := newBalloon("100m", "1Gi"), newWorkload("besteffort", "0", "0")
+	workload.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	usage := &memoryUsage{unobserved: true}
+	n := newBalloonNode(t, balloon, workload).withUsageCheck(usage)
+
+	n.resize(balloon, "100m", "2Gi")
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
+	if c := n.pendingCondition(balloon); c == nil || c.Reason != v1.PodReasonDeferred || c.Message != "the node's memory usage is not known yet" {
+		t.Fatalf("an upsize before any observation must be deferred, got %+v", c)
+	}
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodsAdded)
+	retries := n.usageRetries
+	if len(retries.funcs) != 1 || retries.delays[0] != balloonUsageRetryDelay {
+		t.Fatalf("scheduled retries after %v, want one after %v", retries.delays, balloonUsageRetryDelay)
+	}
+
+	// The eviction manager observes: the retry applies the upsize.
+	*usage = memoryUsage{nodeAvailable: "10Gi", nodeWorkingSet: "1Gi", pods: map[*v1.Pod]string{workload: "1Gi"}}
+	retries.funcs[0]()
+	if got := n.allocatedMemory(t, balloon); got != "2Gi" {
+		t.Errorf("balloon allocated memory = %s after the usage was observed, want 2Gi", got)
+	}
+	if n.manager.HasPendingResizes() {
+		t.Error("no resize should be pending")
+	}
+
+	// A retry that finds the usage still unobserved schedules the next one.
+	*usage = memoryUsage{unobserved: true}
+	n.resize(balloon, "100m", "3Gi")
+	n.manager.RetryPendingResizes(n.ctx, TriggerReasonPodUpdated)
+	if len(retries.funcs) != 2 {
+		t.Errorf("scheduled %d retries, want a second one once the first ran", len(retries.funcs))
 	}
 }
