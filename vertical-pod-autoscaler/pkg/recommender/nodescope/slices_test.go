@@ -217,3 +217,55 @@ func TestPlanSlicesStamps(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSlicesKeptEntriesKeepTheStamp: a slice that holds an entry kept
+// without a recommendation (the node's own history is short again, as after
+// a restart without checkpoints) is not refreshed, and keeps its stamp when it
+// is written for another node, so that readers see that entry go stale; once
+// every entry is computed again, the slice is stamped anew.
+func TestPlanSlicesKeptEntriesKeepTheStamp(t *testing.T) {
+	vpa := testVPA.DeepCopy()
+	vpa.Generation = 3
+	slices := apply(nil, PlanSlices(vpa, nil, nodeRecs(150, 100), nil, t0))
+	kept := nodeRecs(150, 100)
+	kept[ref("node-0000")] = nil // in the first slice
+
+	refreshAt := t0.Add(vpa_alpha.SliceRefreshInterval)
+	plan := PlanSlices(vpa, slices, kept, nil, refreshAt)
+	if len(plan.Update) != 1 || plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
+		t.Fatalf("after the refresh interval, with an entry kept without a recommendation: %d writes; want one, of the slice without it", plan.Writes())
+	}
+	vpa.Generation = 4
+	if plan := PlanSlices(vpa, slices, kept, nil, t0.Add(time.Minute)); plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
+		t.Errorf("new generation, with an entry kept without a recommendation: %d writes; want one, of the slice without it", plan.Writes())
+	}
+	vpa.Generation = 3
+
+	kept[ref("node-0001")] = rec(300)
+	plan = PlanSlices(vpa, slices, kept, nil, refreshAt)
+	for _, s := range plan.Update {
+		if len(s.Nodes) != 100 {
+			continue
+		}
+		if !s.UpdateTime.Time.Equal(t0) || s.ObservedGeneration != 3 {
+			t.Errorf("slice written for another node's change: updateTime %v, observedGeneration %d; want the stamp it had, %v and 3", s.UpdateTime, s.ObservedGeneration, t0)
+		}
+		if s.Nodes[0].NodeName != "node-0000" || s.Nodes[0].Recommendation.ContainerRecommendations[0].Target.Cpu().MilliValue() != 100 {
+			t.Errorf("first entry %+v, want node-0000's kept entry", s.Nodes[0])
+		}
+	}
+	slices = apply(slices, plan)
+	if plan := PlanSlices(vpa, slices, kept, nil, refreshAt.Add(vpa_alpha.SliceRefreshInterval)); plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
+		t.Errorf("a refresh interval later: %d writes; want one, of the slice without the kept entry", plan.Writes())
+	}
+
+	computedAt := refreshAt.Add(time.Minute)
+	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, computedAt)
+	var stamped bool
+	for _, s := range plan.Update {
+		stamped = stamped || len(s.Nodes) == 100 && s.UpdateTime.Time.Equal(computedAt)
+	}
+	if !stamped {
+		t.Errorf("every entry computed again: the first slice is not stamped %v", computedAt)
+	}
+}
