@@ -60,7 +60,8 @@ type NodeScope struct {
 	MinHistory time.Duration
 	// CheckpointsTimeout is the deadline of the per-node checkpoints and the
 	// cleanup in a loop (--node-scope-checkpoints-timeout), which they do not
-	// share with upstream's checkpoints.
+	// share with upstream's checkpoints, and of each VPA's load of checkpoints
+	// and writes of slices in the update workers.
 	CheckpointsTimeout time.Duration
 	// Confidence weighs a node's own history against its node group's
 	// (spec.nodeScope.groupLabel), over the recommender's confidence
@@ -340,16 +341,21 @@ func (r *recommender) loadNodeCheckpoints(ctx context.Context, vpa *model.Vpa, o
 }
 
 // updateNodeRecommendations writes the per-node recommendations of a VPA with
-// scope node; it does nothing for other VPAs or without a writer.
+// scope node; it does nothing for other VPAs or without a writer. The load of
+// the VPA's checkpoints and the writes of its slices share a deadline of
+// CheckpointsTimeout: the update workers have no context, and an API server
+// that does not answer must not hold a worker, and the loop, for ever.
 func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler) {
 	if r.nodeScope.Writer == nil || !vpa.IsNodeScoped() {
 		return
 	}
-	r.loadNodeCheckpoints(context.TODO(), vpa, observedVpa)
+	ctx, cancel := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
+	defer cancel()
+	r.loadNodeCheckpoints(ctx, vpa, observedVpa)
 	live, pods := r.liveNodes(vpa)
 	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
 		observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
-	plan, err := r.nodeScope.Writer.Write(context.TODO(), observedVpa, recs, NodeRequests(r.clusterState, pods, live))
+	plan, err := r.nodeScope.Writer.Write(ctx, observedVpa, recs, NodeRequests(r.clusterState, pods, live))
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))
 	}

@@ -30,6 +30,9 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
@@ -303,5 +306,87 @@ func TestNodeCheckpointsOwnDeadline(t *testing.T) {
 	maintain()
 	if slices, checkpoints := f.counts(t); slices != 0 || checkpoints != 0 {
 		t.Errorf("scope dropped: %d slices and %d checkpoint slices, want none", slices, checkpoints)
+	}
+}
+
+// hangingAlphaClient is the fixture's client whose lists of slices and
+// checkpoint slices answer only when their context ends, as an API server
+// that does not answer. A context without a deadline would hang the caller
+// for ever: such a list fails at once with errNoDeadline instead.
+type hangingAlphaClient struct {
+	vpa_clientset.Interface
+	lists chan<- error
+}
+
+var errNoDeadline = errors.New("a list without a deadline")
+
+func (c hangingAlphaClient) AutoscalingV1alpha1() vpa_alpha_client.AutoscalingV1alpha1Interface {
+	return hangingAlpha{AutoscalingV1alpha1Interface: c.Interface.AutoscalingV1alpha1(), lists: c.lists}
+}
+
+type hangingAlpha struct {
+	vpa_alpha_client.AutoscalingV1alpha1Interface
+	lists chan<- error
+}
+
+func (a hangingAlpha) VerticalPodAutoscalerSlices(namespace string) vpa_alpha_client.VerticalPodAutoscalerSliceInterface {
+	return hangingSlices{VerticalPodAutoscalerSliceInterface: a.AutoscalingV1alpha1Interface.VerticalPodAutoscalerSlices(namespace), lists: a.lists}
+}
+
+func (a hangingAlpha) VerticalPodAutoscalerCheckpointSlices(namespace string) vpa_alpha_client.VerticalPodAutoscalerCheckpointSliceInterface {
+	return hangingCheckpointSlices{VerticalPodAutoscalerCheckpointSliceInterface: a.AutoscalingV1alpha1Interface.VerticalPodAutoscalerCheckpointSlices(namespace), lists: a.lists}
+}
+
+// hang waits for the end of ctx, sends why the list ended and returns it.
+func hang(ctx context.Context, lists chan<- error) error {
+	err := errNoDeadline
+	if _, ok := ctx.Deadline(); ok {
+		<-ctx.Done()
+		err = ctx.Err()
+	}
+	lists <- err
+	return err
+}
+
+type hangingSlices struct {
+	vpa_alpha_client.VerticalPodAutoscalerSliceInterface
+	lists chan<- error
+}
+
+func (s hangingSlices) List(ctx context.Context, _ metav1.ListOptions) (*vpa_alpha.VerticalPodAutoscalerSliceList, error) {
+	return nil, hang(ctx, s.lists)
+}
+
+type hangingCheckpointSlices struct {
+	vpa_alpha_client.VerticalPodAutoscalerCheckpointSliceInterface
+	lists chan<- error
+}
+
+func (s hangingCheckpointSlices) List(ctx context.Context, _ metav1.ListOptions) (*vpa_alpha.VerticalPodAutoscalerCheckpointSliceList, error) {
+	return nil, hang(ctx, s.lists)
+}
+
+// TestNodeScopeUpdateHasADeadline: the load of a VPA's per-node checkpoints
+// and the write of its slices in the update workers end with the deadline of
+// --node-scope-checkpoints-timeout when the API server does not answer, so
+// that UpdateVPAs returns.
+func TestNodeScopeUpdateHasADeadline(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	lists := make(chan error, 2)
+	f.startWith(t, hangingAlphaClient{Interface: f.client, lists: lists})
+	f.r.nodeScope.CheckpointsTimeout = 10 * time.Millisecond
+
+	f.r.UpdateVPAs()
+	close(lists)
+	var ended []error
+	for err := range lists {
+		ended = append(ended, err)
+	}
+	if len(ended) != 2 || !errors.Is(ended[0], context.DeadlineExceeded) || !errors.Is(ended[1], context.DeadlineExceeded) {
+		t.Errorf("the lists of the checkpoint load and of the slice write ended with %v, want both at their deadline", ended)
+	}
+	if f.r.nodeScope.Checkpoints.Loaded(f.apiVPA.UID) {
+		t.Error("the checkpoints count as loaded after a list that ended at its deadline")
 	}
 }
