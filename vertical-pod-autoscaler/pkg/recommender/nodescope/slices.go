@@ -85,6 +85,9 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 	var changed, computed []bool
 	for _, old := range existing {
 		s := old.DeepCopy()
+		// The API server keeps them on an update without them; sent back
+		// they only add to every write's bytes.
+		s.ManagedFields = nil
 		s.Nodes = s.Nodes[:0]
 		allComputed := true
 		for _, entry := range old.Nodes {

@@ -17,6 +17,7 @@ limitations under the License.
 package nodescope
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -25,10 +26,13 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
+	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 )
 
@@ -267,5 +271,35 @@ func TestPlanSlicesKeptEntriesKeepTheStamp(t *testing.T) {
 	}
 	if !stamped {
 		t.Errorf("every entry computed again: the first slice is not stamped %v", computedAt)
+	}
+}
+
+// TestWriterSendsNoManagedFields: a slice rewritten from the one the API
+// server listed goes back without the managed fields the server added.
+func TestWriterSendsNoManagedFields(t *testing.T) {
+	listed := newSlice(testVPA)
+	listed.Name, listed.GenerateName = "agent-1", ""
+	listed.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "vpa-recommender", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "autoscaling.k8s.io/v1alpha1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:nodes":{}}`)}}}
+	listed.Nodes = []vpa_alpha.NodeRecommendation{{NodeName: "node-0000", NodeUID: ref("node-0000").UID, Recommendation: *rec(100)}}
+	client := vpa_fake.NewSimpleClientset(listed) //nolint:staticcheck // as the other tests of this package
+	var sent []*vpa_alpha.VerticalPodAutoscalerSlice
+	client.PrependReactor("update", "verticalpodautoscalerslices", func(action core.Action) (bool, runtime.Object, error) {
+		sent = append(sent, action.(core.UpdateAction).GetObject().(*vpa_alpha.VerticalPodAutoscalerSlice).DeepCopy())
+		return false, nil, nil
+	})
+
+	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{ref("node-0000"): rec(900)}
+	if _, err := (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d updates sent, want 1", len(sent))
+	}
+	if sent[0].ManagedFields != nil {
+		t.Errorf("the update sent managedFields %+v, want none", sent[0].ManagedFields)
+	}
+	if got := sent[0].Nodes; len(got) != 1 || got[0].Recommendation.ContainerRecommendations[0].Target.Cpu().MilliValue() != 900 {
+		t.Errorf("the update sent entries %+v, want node-0000's new 900m", got)
 	}
 }
