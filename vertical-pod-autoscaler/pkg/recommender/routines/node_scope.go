@@ -36,6 +36,7 @@ import (
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/logic"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
+	utils_nodescope "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/nodescope"
 	api_utils "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
@@ -102,7 +103,10 @@ type NodeCheckpointStore interface {
 }
 
 // NewNodeScope returns the NodeScope of the recommender. With the
-// DaemonSetNodeScope gate on: slices and checkpoint slices through the client,
+// DaemonSetNodeScope gate on, it first checks that the slices and the
+// checkpoint slices can be listed and watched (nodescope.CheckAccess, the
+// admission controller's and the updater's check), and fails naming what is
+// missing; then: slices and checkpoint slices through the client,
 // the nodes of the informer factory, the given minimum of per-node history,
 // deadline of the checkpoints, threshold of the slice writer's hysteresis and
 // confidence of the node groups' blend, and a Cleaner over metadata informers of both
@@ -112,16 +116,24 @@ type NodeCheckpointStore interface {
 // stay until their VPA is deleted.
 func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
 	namespace string, minHistory, checkpointsTimeout time.Duration, rewriteThreshold float64, confidence logic.Confidence, stopCh <-chan struct{},
-) NodeScope {
+) (NodeScope, error) {
 	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout, Confidence: confidence}
 	if !features.Enabled(features.DaemonSetNodeScope) {
-		return scope
+		return scope, nil
+	}
+	// Without them the recommender would only log errors in every loop and
+	// its informers retry for ever.
+	if err := utils_nodescope.CheckAccess(stopCh, "verticalpodautoscalerslices.autoscaling.k8s.io", client.VerticalPodAutoscalerSlices(namespace), namespace); err != nil {
+		return scope, err
+	}
+	if err := utils_nodescope.CheckAccess(stopCh, "verticalpodautoscalercheckpointslices.autoscaling.k8s.io", client.VerticalPodAutoscalerCheckpointSlices(namespace), namespace); err != nil {
+		return scope, err
 	}
 	scope.Writer = &nodescope.Writer{Client: client, RewriteThreshold: rewriteThreshold}
 	scope.Checkpoints = nodescope.NewCheckpointStore(client)
 	scope.Nodes = nodescope.NewNodes(pods, factory)
 	scope.Cleaner = nodescope.NewCleaner(client, metadata.NewForConfigOrDie(kubeConfig), namespace, stopCh)
-	return scope
+	return scope, nil
 }
 
 // NodeUIDs returns the UIDs of the nodes (nil without Nodes), by which the

@@ -172,7 +172,11 @@ func TestNodeScopeCleanupLeavesOtherVPAs(t *testing.T) {
 func TestNodeScopeGateOff(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, false)
 	f := newNodeScopeFixture(t, "", nil)
-	f.r.nodeScope = NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, logic.Confidence{}, nil)
+	scope, err := NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, logic.Confidence{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.r.nodeScope = scope
 	if s := f.r.nodeScope; s.Writer != nil || s.Checkpoints != nil || s.Nodes != nil || s.Cleaner != nil {
 		t.Fatalf("gate off: NodeScope %+v, want no writer, store, nodes or cleaner", s)
 	}

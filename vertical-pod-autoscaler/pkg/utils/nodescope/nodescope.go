@@ -44,7 +44,6 @@ import (
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
-	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/client"
 	vpa_api_util "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
@@ -417,38 +416,48 @@ func (p *RecommendationProcessor) Apply(vpa *vpa_types.VerticalPodAutoscaler, po
 // sliceResource is the resource of the slices, as the API server names it.
 const sliceResource = "verticalpodautoscalerslices.autoscaling.k8s.io"
 
-// checkSliceAccess lists and watches the slices once. Without their CRD or
-// the permission, an informer would retry forever and its cache never sync:
-// that is an error naming what is missing. Other errors (the API server not
-// reachable yet, a timeout) are retried until ctx is done, then returned.
-func checkSliceAccess(ctx context.Context, slices vpa_alpha_client.VerticalPodAutoscalerSliceInterface, namespace string) error {
+// ListWatcher is the typed client of a resource, as CheckAccess reads it.
+type ListWatcher[L metav1.ListInterface] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// CheckAccess lists and watches the objects of resource (as the API server
+// names it) once, in namespace or all namespaces when empty, within
+// accessCheckTimeout. Without the resource's CRD or the permission, an
+// informer would retry forever and its cache never sync: that is an error
+// naming what is missing. Other errors (the API server not reachable yet, a
+// timeout) are retried until the time is up, then returned.
+func CheckAccess[L metav1.ListInterface](stopCh <-chan struct{}, resource string, client ListWatcher[L], namespace string) error {
+	ctx, cancel := context.WithTimeout(wait.ContextForChannel(stopCh), accessCheckTimeout)
+	defer cancel()
 	var transient error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		verb, err := listAndWatchOnce(ctx, slices)
+		verb, err := listAndWatchOnce(ctx, client)
 		if err == nil {
 			return true, nil
 		}
-		if missing := accessError(verb, namespace, err); missing != nil {
+		if missing := accessError(resource, verb, namespace, err); missing != nil {
 			return false, missing
 		}
-		transient = fmt.Errorf("cannot %s %s: %w", verb, sliceResource, err)
-		klog.ErrorS(err, "Cannot check access to the slices, trying again", "resource", sliceResource, "verb", verb)
+		transient = fmt.Errorf("cannot %s %s: %w", verb, resource, err)
+		klog.ErrorS(err, "Cannot check access to a resource of per-node recommendations, trying again", "resource", resource, "verb", verb)
 		return false, nil
 	})
 	if err != nil && ctx.Err() != nil && transient != nil {
-		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the slices could not be read within %v: %w", accessCheckTimeout, transient)
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but %s could not be read within %v: %w", resource, accessCheckTimeout, transient)
 	}
 	return err
 }
 
-// listAndWatchOnce lists the slices and watches them for a moment, returning
+// listAndWatchOnce lists the objects and watches them for a moment, returning
 // the verb that failed.
-func listAndWatchOnce(ctx context.Context, slices vpa_alpha_client.VerticalPodAutoscalerSliceInterface) (string, error) {
-	list, err := slices.List(ctx, metav1.ListOptions{Limit: 1})
+func listAndWatchOnce[L metav1.ListInterface](ctx context.Context, client ListWatcher[L]) (string, error) {
+	list, err := client.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return "list", err
 	}
-	w, err := slices.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To[int64](1)})
+	w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), TimeoutSeconds: ptr.To[int64](1)})
 	if err != nil {
 		return "watch", err
 	}
@@ -457,16 +466,16 @@ func listAndWatchOnce(ctx context.Context, slices vpa_alpha_client.VerticalPodAu
 }
 
 // accessError is the error for a missing CRD or permission, nil for others.
-func accessError(verb, namespace string, err error) error {
+func accessError(resource, verb, namespace string, err error) error {
 	where := "in all namespaces"
 	if namespace != "" {
 		where = "in namespace " + namespace
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the API server does not serve %s: install its CustomResourceDefinition (deploy/vpa-v1-crd-gen.yaml) or turn the gate off: %w", sliceResource, err)
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but the API server does not serve %s: install its CustomResourceDefinition (deploy/vpa-v1-crd-gen.yaml) or turn the gate off: %w", resource, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but this component may not %s %s %s: grant it get, list and watch of them (deploy/vpa-rbac.yaml) or turn the gate off: %w", verb, sliceResource, where, err)
+		return fmt.Errorf("the DaemonSetNodeScope feature gate is on, but this component may not %s %s %s: grant it the rules of deploy/vpa-rbac.yaml for them or turn the gate off: %w", verb, resource, where, err)
 	}
 	return nil
 }
@@ -477,9 +486,7 @@ func accessError(verb, namespace string, err error) error {
 // permission, or when the slices cannot be read in time, it returns an error
 // that names what is missing.
 func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-chan struct{}) (*Lookup, error) {
-	ctx, cancel := context.WithTimeout(wait.ContextForChannel(stopCh), accessCheckTimeout)
-	defer cancel()
-	if err := checkSliceAccess(ctx, vpaClient.AutoscalingV1alpha1().VerticalPodAutoscalerSlices(namespace), namespace); err != nil {
+	if err := CheckAccess(stopCh, sliceResource, vpaClient.AutoscalingV1alpha1().VerticalPodAutoscalerSlices(namespace), namespace); err != nil {
 		return nil, err
 	}
 	store, controller := cache.NewInformerWithOptions(cache.InformerOptions{

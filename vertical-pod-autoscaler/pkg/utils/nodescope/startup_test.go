@@ -129,7 +129,7 @@ func TestNewLookupRetriesAnUnreachableAPIServer(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "reachable after two tries", failures: 2},
-		{name: "never reachable", failures: 1 << 30, wantErr: "the slices could not be read within 3s"},
+		{name: "never reachable", failures: 1 << 30, wantErr: "verticalpodautoscalerslices.autoscaling.k8s.io could not be read within 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
