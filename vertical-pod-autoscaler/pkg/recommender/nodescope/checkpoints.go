@@ -58,6 +58,11 @@ type NodeHistory struct {
 	// Checkpoints returns the checkpoint of each container of the VPA's pod on
 	// each of the given nodes.
 	Checkpoints func(nodes []model.NodeRef) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint
+	// Dormant: the VPA dropped scope node and its checkpoint slices are in
+	// their grace period (Cleaner). The store writes none of them but keeps
+	// what it knows, so that the scope put back continues the history
+	// without loading it a second time.
+	Dormant bool
 }
 
 // StoreStats is what one Store did and left for later.
@@ -227,7 +232,7 @@ type checkpointWrite struct {
 // MaxWrites API writes and the context's deadline. It skips the VPAs not
 // loaded yet: their slices hold history that the live aggregations do not, and
 // writing them would replace it. VPAs not given are forgotten (their slices go
-// with the VPA, by ownerReference).
+// with the VPA, by ownerReference, or with the Cleaner).
 func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []NodeHistory) (StoreStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,7 +246,7 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 		h := &histories[i]
 		given[h.VPA.UID] = true
 		state := s.vpas[h.VPA.UID]
-		if state == nil {
+		if state == nil || h.Dormant {
 			continue
 		}
 		if state.stale {

@@ -19,6 +19,7 @@ package nodescope
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -30,10 +31,12 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_alpha_client "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1alpha1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/client"
 )
 
@@ -63,7 +66,8 @@ func VPANameIndexFunc(obj any) ([]string, error) {
 // CleanupStats is what one Cleanup did and left for later.
 type CleanupStats struct {
 	Deleted int // API deletes
-	Pending int // deletes left for the next calls
+	Marked  int // checkpoint slices annotated with vpa_alpha.UnscopedSinceAnnotation
+	Pending int // deletes and marks left for the next calls
 }
 
 // Cleaner deletes the VerticalPodAutoscalerSlices and
@@ -71,6 +75,13 @@ type CleanupStats struct {
 // node: they would otherwise stay until the VPA is deleted (ownerReference).
 // It finds them in caches of their metadata (indexed by VPANameIndex), so
 // that a VPA without slices costs no API call.
+//
+// The recommendation slices go at once. The checkpoint slices, the per-node
+// history, are first marked with vpa_alpha.UnscopedSinceAnnotation and
+// deleted GracePeriod after the mark, so that a scope dropped by mistake (a
+// client of an older release that writes the VPA back without the field)
+// can be put back without losing the history. The mark is on the objects, so
+// a restart of the recommender neither resets nor extends the grace period.
 type Cleaner struct {
 	Client vpa_alpha_client.AutoscalingV1alpha1Interface
 	// Slices and CheckpointSlices hold the metadata of the objects of each
@@ -78,8 +89,14 @@ type Cleaner struct {
 	Slices           cache.Indexer
 	CheckpointSlices cache.Indexer
 	// Synced tells whether both caches are filled; nil: they are.
-	Synced     cache.InformerSynced
+	Synced cache.InformerSynced
+	// MaxDeletes bounds the API requests of a Cleanup: deletes and marks.
 	MaxDeletes int
+	// GracePeriod is how long the checkpoint slices of a VPA stay after they
+	// were marked.
+	GracePeriod time.Duration
+	// Clock tells the time of the marks; nil: the real clock.
+	Clock clock.PassiveClock
 }
 
 // NewCleaner returns a Cleaner over two metadata informers (in namespace, or
@@ -107,23 +124,48 @@ func NewCleaner(alphaClient vpa_alpha_client.AutoscalingV1alpha1Interface, metad
 			return slices.HasSynced() && checkpointSlices.HasSynced()
 		},
 		MaxDeletes: DefaultMaxCleanupDeletes,
+		// The per-node aggregations of a VPA without scope node get no sample
+		// and leave the model (upstream's aggregation GC) after this long:
+		// after it, the history is gone from a running recommender too.
+		GracePeriod: model.GetAggregationsConfig().GetMemoryAggregationWindowLength(),
 	}
 }
 
 type cleanupTarget struct {
 	checkpoint      bool
+	mark            bool // annotate, not delete
 	namespace, name string
 	uid             types.UID
 }
 
-// Cleanup deletes the slices and checkpoint slices owned by the given VPAs
-// (by UID), which do not have scope node, within MaxDeletes API deletes and the context's
-// deadline: the recommendation slices first, then the checkpoint slices, each
-// in the order of namespace and name. The rest waits for the next call.
+// Keeps tells whether the cache holds checkpoint slices owned by the VPA: for
+// a VPA without scope node, that they are in their grace period.
+func (c *Cleaner) Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool {
+	objs, err := c.CheckpointSlices.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
+	if err != nil {
+		return false
+	}
+	for _, obj := range objs {
+		if o, err := meta.Accessor(obj); err == nil && ownedBy(o, vpa.UID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Cleanup deletes the slices owned by the given VPAs (by UID), which do not
+// have scope node, and marks their checkpoint slices, deleting those marked
+// GracePeriod ago, within MaxDeletes API requests and the context's deadline:
+// the recommendation slices first, then the checkpoint slices, each in the
+// order of namespace and name. The rest waits for the next call.
 func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (CleanupStats, error) {
 	var stats CleanupStats
 	if len(vpas) == 0 || (c.Synced != nil && !c.Synced()) {
 		return stats, nil
+	}
+	now := time.Now()
+	if c.Clock != nil {
+		now = c.Clock.Now()
 	}
 	var targets []cleanupTarget
 	for _, checkpoint := range []bool{false, true} {
@@ -140,9 +182,20 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 			for _, obj := range objs {
 				// An earlier VPA's of the same name goes with its owner
 				// (garbage collector).
-				if o, err := meta.Accessor(obj); err == nil && ownedBy(o, vpa.UID) {
-					found = append(found, cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()})
+				o, err := meta.Accessor(obj)
+				if err != nil || !ownedBy(o, vpa.UID) {
+					continue
 				}
+				t := cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()}
+				if checkpoint {
+					since, err := time.Parse(time.RFC3339, o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation])
+					if err == nil && now.Before(since.Add(c.GracePeriod)) {
+						continue
+					}
+					// Not marked (or not readably): the grace period starts now.
+					t.mark = err != nil
+				}
+				found = append(found, t)
 			}
 		}
 		sort.Slice(found, func(i, j int) bool {
@@ -156,8 +209,17 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 
 	var errs []error
 	for _, t := range targets {
-		if stats.Deleted >= c.MaxDeletes || ctx.Err() != nil {
+		if stats.Deleted+stats.Marked >= c.MaxDeletes || ctx.Err() != nil {
 			stats.Pending++
+			continue
+		}
+		if t.mark {
+			stats.Marked++
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, vpa_alpha.UnscopedSinceAnnotation, now.UTC().Format(time.RFC3339))
+			_, err := c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Patch(ctx, t.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		stats.Deleted++

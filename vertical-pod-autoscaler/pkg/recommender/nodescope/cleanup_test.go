@@ -29,6 +29,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
@@ -71,6 +72,8 @@ func newCleanupFixture(t *testing.T) *cleanupFixture {
 		}
 		for i := range checkpoints {
 			meta := cleanupMeta("ns", fmt.Sprintf("%s-checkpoint-%d", vpaName, i), vpaName)
+			// Marked a grace period ago: due for deletion.
+			meta.Annotations = map[string]string{vpa_alpha.UnscopedSinceAnnotation: cleanupNow.Add(-cleanupGrace).Format(time.RFC3339)}
 			objs = append(objs, &vpa_alpha.VerticalPodAutoscalerCheckpointSlice{ObjectMeta: meta, VPAName: vpaName})
 			if err := checkpointsCache.Add(&metav1.PartialObjectMetadata{ObjectMeta: meta}); err != nil {
 				t.Fatal(err)
@@ -84,9 +87,17 @@ func newCleanupFixture(t *testing.T) *cleanupFixture {
 		f.deletes = append(f.deletes, action.GetResource().Resource+"/"+action.(core.DeleteAction).GetName())
 		return false, nil, nil
 	})
-	f.cleaner = &Cleaner{Client: f.client.AutoscalingV1alpha1(), Slices: slicesCache, CheckpointSlices: checkpointsCache, MaxDeletes: DefaultMaxCleanupDeletes}
+	f.cleaner = &Cleaner{Client: f.client.AutoscalingV1alpha1(), Slices: slicesCache, CheckpointSlices: checkpointsCache, MaxDeletes: DefaultMaxCleanupDeletes,
+		GracePeriod: cleanupGrace, Clock: testingclock.NewFakePassiveClock(cleanupNow)}
 	return f
 }
+
+// cleanupNow is the time of the fixture's Cleaner, cleanupGrace its grace
+// period (the default memory aggregation window).
+var (
+	cleanupNow   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cleanupGrace = 8 * 24 * time.Hour
+)
 
 // remaining returns the names of the slices and checkpoint slices in the API.
 func (f *cleanupFixture) remaining(t *testing.T) []string {
@@ -257,5 +268,92 @@ func TestNewCleanerCachesMetadata(t *testing.T) {
 		if n := len(tc.indexer.List()); n != len(tc.want) {
 			t.Errorf("%s: %d cached, want %d (the namespace's labelled ones)", tc.name, n, len(tc.want))
 		}
+	}
+}
+
+// TestCleanupKeepsCheckpointsForTheGracePeriod: the checkpoint slices of a VPA
+// that dropped the scope are marked, not deleted, and deleted once the grace
+// period has passed since the mark, also by a Cleaner of a restarted
+// recommender; the recommendation slices go at once.
+func TestCleanupKeepsCheckpointsForTheGracePeriod(t *testing.T) {
+	f := newCleanupFixture(t)
+	var patches []string
+	f.client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
+		patches = append(patches, action.GetResource().Resource+"/"+action.(core.PatchAction).GetName())
+		return false, nil, nil
+	})
+	// Unmarked, as when the scope was dropped just now.
+	for _, obj := range f.cleaner.CheckpointSlices.List() {
+		obj.(*metav1.PartialObjectMetadata).Annotations = nil
+	}
+	for _, name := range []string{"gone-checkpoint-0", "gone-checkpoint-1"} {
+		if _, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").Patch(context.TODO(), name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patches = nil
+	// refresh fills the caches from the API, as the informers do between loops.
+	refresh := func() {
+		t.Helper()
+		f.syncCaches(t)
+		list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").List(context.TODO(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var objs []any
+		for _, s := range list.Items {
+			objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta})
+		}
+		if err := f.cleaner.CheckpointSlices.Replace(objs, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vpas := []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}
+	gone := vpaNamed("ns", "gone")
+	for i, step := range []struct {
+		at       time.Time
+		restart  bool
+		want     CleanupStats
+		left     []string
+		keepsVPA bool
+	}{
+		{at: cleanupNow, want: CleanupStats{Deleted: 3, Marked: 2},
+			left: []string{"gone-checkpoint-0", "gone-checkpoint-1", "kept-0", "kept-checkpoint-0"}, keepsVPA: true},
+		{at: cleanupNow.Add(cleanupGrace - time.Second), restart: true,
+			left: []string{"gone-checkpoint-0", "gone-checkpoint-1", "kept-0", "kept-checkpoint-0"}, keepsVPA: true},
+		{at: cleanupNow.Add(cleanupGrace), want: CleanupStats{Deleted: 2}, left: []string{"kept-0", "kept-checkpoint-0"}},
+	} {
+		if step.restart {
+			f.cleaner = &Cleaner{Client: f.client.AutoscalingV1alpha1(), Slices: f.cleaner.Slices, CheckpointSlices: f.cleaner.CheckpointSlices,
+				MaxDeletes: DefaultMaxCleanupDeletes, GracePeriod: cleanupGrace}
+		}
+		f.cleaner.Clock = testingclock.NewFakePassiveClock(step.at)
+		stats, err := f.cleaner.Cleanup(context.TODO(), vpas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats != step.want {
+			t.Errorf("step %d: stats %+v, want %+v", i, stats, step.want)
+		}
+		refresh()
+		if got := f.remaining(t); !slices.Equal(got, step.left) {
+			t.Errorf("step %d: left %v, want %v", i, got, step.left)
+		}
+		if keeps := f.cleaner.Keeps(gone); keeps != step.keepsVPA {
+			t.Errorf("step %d: Keeps = %t, want %t", i, keeps, step.keepsVPA)
+		}
+		if i == 0 {
+			marked, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").Get(context.TODO(), "gone-checkpoint-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := marked.Annotations[vpa_alpha.UnscopedSinceAnnotation], cleanupNow.Format(time.RFC3339); got != want {
+				t.Errorf("mark %q, want %q", got, want)
+			}
+		}
+	}
+	if want := []string{"verticalpodautoscalercheckpointslices/gone-checkpoint-0", "verticalpodautoscalercheckpointslices/gone-checkpoint-1"}; !slices.Equal(patches, want) {
+		t.Errorf("patches %v, want the marks of %v", patches, want)
 	}
 }

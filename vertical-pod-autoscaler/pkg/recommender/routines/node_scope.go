@@ -76,9 +76,11 @@ type NodeScopeWriter interface {
 }
 
 // NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
-// have scope node (any more).
+// have scope node (any more), the checkpoint slices after a grace period.
 type NodeScopeCleaner interface {
 	Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error)
+	// Keeps tells whether checkpoint slices of the VPA are left.
+	Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool
 }
 
 // NodeChecker tells which nodes count for a VPA with scope node.
@@ -396,11 +398,17 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	var histories []nodescope.NodeHistory
+	var histories, dormant []nodescope.NodeHistory
 	var vpas []*model.Vpa
 	for _, observed := range r.clusterState.ObservedVPAs() {
 		vpa, found := r.clusterState.VPAs()[model.VpaID{Namespace: observed.Namespace, VpaName: observed.Name}]
-		if !found || !vpa.IsNodeScoped() {
+		if !found {
+			continue
+		}
+		if !vpa.IsNodeScoped() {
+			if r.keepsNodeCheckpoints(observed) {
+				dormant = append(dormant, nodescope.NodeHistory{VPA: observed, Dormant: true})
+			}
 			continue
 		}
 		live, pods := r.liveNodes(vpa)
@@ -414,7 +422,7 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 		})
 		vpas = append(vpas, vpa)
 	}
-	stats, err := r.nodeScope.Checkpoints.Store(ctx, now, histories)
+	stats, err := r.nodeScope.Checkpoints.Store(ctx, now, append(histories, dormant...))
 	if err != nil {
 		klog.ErrorS(err, "Cannot store all per-node checkpoints")
 	}
@@ -428,10 +436,18 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 	klog.V(4).InfoS("Per-node checkpoints", "vpas", len(histories), "slices", stats.Slices, "writes", stats.Writes, "pending", stats.Pending)
 }
 
+// keepsNodeCheckpoints tells whether the checkpoint slices of a VPA without
+// scope node are left, in their grace period.
+func (r *recommender) keepsNodeCheckpoints(vpa *vpa_types.VerticalPodAutoscaler) bool {
+	return r.nodeScope.Cleaner != nil && r.nodeScope.Cleaner.Keeps(vpa)
+}
+
 // cleanupNodeScope deletes the slices and checkpoint slices of the observed VPAs
 // that do not have scope node (any more, or the target is not a DaemonSet),
-// within the Cleaner's bound of deletes a loop, and drops the per-node
-// checkpoints such a VPA had loaded into the model.
+// the checkpoint slices after the Cleaner's grace period, within its bound of
+// requests a loop. Such a VPA keeps the per-node checkpoints it had loaded
+// into the model while its checkpoint slices are left: the scope put back
+// then continues with the same history.
 func (r *recommender) cleanupNodeScope(ctx context.Context) {
 	if r.nodeScope.Cleaner == nil {
 		return
@@ -442,14 +458,16 @@ func (r *recommender) cleanupNodeScope(ctx context.Context) {
 		if !found || vpa.IsNodeScoped() {
 			continue
 		}
-		vpa.NodeInitialAggregateStates = nil
+		if !r.keepsNodeCheckpoints(observed) {
+			vpa.NodeInitialAggregateStates = nil
+		}
 		vpas = append(vpas, observed)
 	}
 	stats, err := r.nodeScope.Cleaner.Cleanup(ctx, vpas)
 	if err != nil {
 		klog.ErrorS(err, "Cannot delete all slices of VPAs without scope node")
 	}
-	if stats.Deleted > 0 || stats.Pending > 0 {
-		klog.V(3).InfoS("Deleted slices of VPAs without scope node", "deleted", stats.Deleted, "pending", stats.Pending)
+	if stats.Deleted > 0 || stats.Marked > 0 || stats.Pending > 0 {
+		klog.V(3).InfoS("Deleted slices of VPAs without scope node", "deleted", stats.Deleted, "marked", stats.Marked, "pending", stats.Pending)
 	}
 }

@@ -49,6 +49,13 @@ const (
 	// holds the name itself.
 	VPANameLabel = "autoscaling.k8s.io/vpa-name"
 
+	// UnscopedSinceAnnotation is set by the recommender on a checkpoint slice
+	// whose VerticalPodAutoscaler no longer has scope Node: the time (RFC
+	// 3339) it first saw it so. The recommender deletes the slice once its
+	// grace period has passed since then; a write of the slice, once the
+	// scope is back, drops the annotation.
+	UnscopedSinceAnnotation = "autoscaling.k8s.io/unscoped-since"
+
 	// MaxCheckpointSliceBytes is the size (JSON) up to which the recommender
 	// fills a VerticalPodAutoscalerCheckpointSlice with nodes: half of 1 MiB,
 	// well below etcd's default request limit of 1.5 MiB.
