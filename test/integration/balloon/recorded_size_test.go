@@ -29,11 +29,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	"k8s.io/kubernetes/test/integration/authutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
@@ -58,6 +60,12 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(tCtx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The RBAC authorizer sees the addon's bindings through an informer: until
+	// it has them, RBAC refuses what the policies are to refuse. The group's
+	// subjects are in the same bindings as the service account.
+	configMaps := schema.GroupResource{Resource: "configmaps"}
+	authutil.WaitForNamedAuthorizationUpdate(t, tCtx, cs.AuthorizationV1(), resizer, "", "update", "node-a", schema.GroupResource{Resource: "nodes"}, true)
+	authutil.WaitForNamedAuthorizationUpdate(t, tCtx, cs.AuthorizationV1(), resizer, metav1.NamespaceSystem, "patch", "node-balloon-sizes", configMaps, true)
 
 	// The agent in the cluster, and a person or agent outside it in the
 	// resizers' group: the same rules.
@@ -153,6 +161,7 @@ func TestResizerMayOnlyTaintPendingAndRecordSizes(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	authutil.WaitForNamedAuthorizationUpdate(t, tCtx, cs.AuthorizationV1(), "bob", metav1.NamespaceSystem, "patch", "node-balloon-sizes", configMaps, true)
 	config := restclient.CopyConfig(server.ClientConfig)
 	config.Impersonate = restclient.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
 	editor := clientset.NewForConfigOrDie(config).CoreV1().ConfigMaps(metav1.NamespaceSystem)
