@@ -57,15 +57,12 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // (Hysteresis.Keeps) stays as it is, also when its slice is written for
 // another node, so that the readers see only the changes that matter.
 //
-// A slice's stamp (the VPA's generation and updateTime) tells when every
-// entry of it was computed: a slice written with only entries of recs is
-// stamped with the VPA's generation and now, and an unchanged one of that
-// kind is rewritten when its stamp is of another generation or
+// Every slice written is stamped with the VPA's generation and now; an
+// unchanged slice is rewritten when its stamp is of another generation or
 // vpa_alpha.SliceRefreshInterval old, so that the admission controller and
 // the updater can tell a recommender that stopped writing (SliceStaleAfter).
-// A slice that holds an entry kept without a recommendation (nil in recs)
-// keeps its stamp, and is written only when its nodes change: that entry is
-// as old as the stamp, and readers must see it go stale.
+// The stamp tells that the writer is alive, not that each entry is fresh: an
+// entry kept without a recommendation (nil in recs) is stamped with the rest.
 //
 // Nodes stay in their slice (sticky, as EndpointSlices): a node without an
 // entry goes to the first slice with room, in the order of the slices' names,
@@ -82,14 +79,13 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 	var plan Plan
 	placed := map[string]bool{}
 	var open []*vpa_alpha.VerticalPodAutoscalerSlice // slices of the result, in order
-	var changed, computed []bool
+	var changed []bool
 	for _, old := range existing {
 		s := old.DeepCopy()
 		// The API server keeps them on an update without them; sent back
 		// they only add to every write's bytes.
 		s.ManagedFields = nil
 		s.Nodes = s.Nodes[:0]
-		allComputed := true
 		for _, entry := range old.Nodes {
 			node, isLive := live[entry.NodeName]
 			if !isLive || placed[entry.NodeName] {
@@ -101,18 +97,15 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 				entry = vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *rec}
 			case entry.NodeUID != node.UID:
 				continue
-			default:
-				allComputed = false
 			}
 			placed[entry.NodeName] = true
 			s.Nodes = append(s.Nodes, entry)
 		}
 		open = append(open, s)
-		computed = append(computed, allComputed)
 		nodesChanged := !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0)
 		// A stamp of another generation, or due for its refresh, is renewed:
 		// readers take a slice whose stamp got old for one whose writer stopped.
-		stampDue := allComputed && (old.ObservedGeneration != vpa.Generation || !now.Before(old.UpdateTime.Add(vpa_alpha.SliceRefreshInterval)))
+		stampDue := old.ObservedGeneration != vpa.Generation || !now.Before(old.UpdateTime.Add(vpa_alpha.SliceRefreshInterval))
 		changed = append(changed, nodesChanged || stampDue)
 	}
 
@@ -130,14 +123,14 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 		}
 		if i == len(open) {
 			open = append(open, newSlice(vpa))
-			changed, computed = append(changed, true), append(computed, true)
+			changed = append(changed, true)
 		}
 		open[i].Nodes = append(open[i].Nodes, vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *recs[node]})
 		changed[i] = true
 	}
 
 	for i, s := range open {
-		if changed[i] && computed[i] {
+		if changed[i] {
 			s.ObservedGeneration, s.UpdateTime = vpa.Generation, metav1.NewTime(now)
 		}
 		switch {

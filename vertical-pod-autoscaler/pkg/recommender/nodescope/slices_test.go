@@ -222,55 +222,37 @@ func TestPlanSlicesStamps(t *testing.T) {
 	}
 }
 
-// TestPlanSlicesKeptEntriesKeepTheStamp: a slice that holds an entry kept
-// without a recommendation (the node's own history is short again, as after
-// a restart without checkpoints) is not refreshed, and keeps its stamp when it
-// is written for another node, so that readers see that entry go stale; once
-// every entry is computed again, the slice is stamped anew.
-func TestPlanSlicesKeptEntriesKeepTheStamp(t *testing.T) {
+// TestPlanSlicesRestampsKeptEntries: a slice holding an entry kept without a
+// recommendation is refreshed and restamped like the others. Its stamp tells
+// that the writer is alive; leaving it unstamped froze the slice's other
+// nodes, and the new nodes placed into it, for as long as that one node's
+// history stayed short.
+func TestPlanSlicesRestampsKeptEntries(t *testing.T) {
 	vpa := testVPA.DeepCopy()
 	vpa.Generation = 3
 	slices := apply(nil, PlanSlices(vpa, nil, nodeRecs(150, 100), nil, t0))
 	kept := nodeRecs(150, 100)
 	kept[ref("node-0000")] = nil // in the first slice
 
-	refreshAt := t0.Add(vpa_alpha.SliceRefreshInterval)
-	plan := PlanSlices(vpa, slices, kept, nil, refreshAt)
-	if len(plan.Update) != 1 || plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
-		t.Fatalf("after the refresh interval, with an entry kept without a recommendation: %d writes; want one, of the slice without it", plan.Writes())
-	}
-	vpa.Generation = 4
-	if plan := PlanSlices(vpa, slices, kept, nil, t0.Add(time.Minute)); plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
-		t.Errorf("new generation, with an entry kept without a recommendation: %d writes; want one, of the slice without it", plan.Writes())
-	}
-	vpa.Generation = 3
-
-	kept[ref("node-0001")] = rec(300)
-	plan = PlanSlices(vpa, slices, kept, nil, refreshAt)
-	for _, s := range plan.Update {
-		if len(s.Nodes) != 100 {
+	for _, c := range []struct {
+		name       string
+		generation int64
+		now        time.Time
+	}{
+		{"after the refresh interval", 3, t0.Add(vpa_alpha.SliceRefreshInterval)},
+		{"new generation", 4, t0.Add(time.Minute)},
+	} {
+		vpa.Generation = c.generation
+		plan := PlanSlices(vpa, slices, kept, nil, c.now)
+		if len(plan.Update) != 2 || plan.Writes() != 2 {
+			t.Errorf("%s, with an entry kept without a recommendation: %d writes; want both slices updated", c.name, plan.Writes())
 			continue
 		}
-		if !s.UpdateTime.Time.Equal(t0) || s.ObservedGeneration != 3 {
-			t.Errorf("slice written for another node's change: updateTime %v, observedGeneration %d; want the stamp it had, %v and 3", s.UpdateTime, s.ObservedGeneration, t0)
+		for _, s := range plan.Update {
+			if !s.UpdateTime.Time.Equal(c.now) || s.ObservedGeneration != c.generation {
+				t.Errorf("%s: slice of %d nodes stamped %v, generation %d; want %v, %d", c.name, len(s.Nodes), s.UpdateTime, s.ObservedGeneration, c.now, c.generation)
+			}
 		}
-		if s.Nodes[0].NodeName != "node-0000" || s.Nodes[0].Recommendation.ContainerRecommendations[0].Target.Cpu().MilliValue() != 100 {
-			t.Errorf("first entry %+v, want node-0000's kept entry", s.Nodes[0])
-		}
-	}
-	slices = apply(slices, plan)
-	if plan := PlanSlices(vpa, slices, kept, nil, refreshAt.Add(vpa_alpha.SliceRefreshInterval)); plan.Writes() != 1 || len(plan.Update[0].Nodes) != 50 {
-		t.Errorf("a refresh interval later: %d writes; want one, of the slice without the kept entry", plan.Writes())
-	}
-
-	computedAt := refreshAt.Add(time.Minute)
-	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, computedAt)
-	var stamped bool
-	for _, s := range plan.Update {
-		stamped = stamped || len(s.Nodes) == 100 && s.UpdateTime.Time.Equal(computedAt)
-	}
-	if !stamped {
-		t.Errorf("every entry computed again: the first slice is not stamped %v", computedAt)
 	}
 }
 
