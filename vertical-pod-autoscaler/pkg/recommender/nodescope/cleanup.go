@@ -18,8 +18,8 @@ package nodescope
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
@@ -65,9 +66,10 @@ func VPANameIndexFunc(obj any) ([]string, error) {
 
 // CleanupStats is what one Cleanup did and left for later.
 type CleanupStats struct {
-	Deleted int // API deletes
-	Marked  int // checkpoint slices annotated with vpa_alpha.UnscopedSinceAnnotation
-	Pending int // deletes and marks left for the next calls
+	Deleted  int // API deletes
+	Marked   int // checkpoint slices annotated with vpa_alpha.UnscopedSinceAnnotation
+	Unmarked int // checkpoint slices of VPAs with scope node whose mark was removed
+	Pending  int // deletes, marks and unmarks left for the next calls
 }
 
 // Cleaner deletes the VerticalPodAutoscalerSlices and
@@ -82,6 +84,8 @@ type CleanupStats struct {
 // client of an older release that writes the VPA back without the field)
 // can be put back without losing the history. The mark is on the objects, so
 // a restart of the recommender neither resets nor extends the grace period.
+// While the VPA has scope node again, the Cleaner removes any mark left, so
+// that a scope dropped once more starts a grace period of its own.
 type Cleaner struct {
 	Client vpa_alpha_client.AutoscalingV1alpha1Interface
 	// Slices and CheckpointSlices hold the metadata of the objects of each
@@ -90,7 +94,8 @@ type Cleaner struct {
 	CheckpointSlices cache.Indexer
 	// Synced tells whether both caches are filled; nil: they are.
 	Synced cache.InformerSynced
-	// MaxDeletes bounds the API requests of a Cleanup: deletes and marks.
+	// MaxDeletes bounds the API requests of a Cleanup: deletes, marks and
+	// unmarks.
 	MaxDeletes int
 	// GracePeriod is how long the checkpoint slices of a VPA stay after they
 	// were marked.
@@ -134,8 +139,16 @@ func NewCleaner(alphaClient vpa_alpha_client.AutoscalingV1alpha1Interface, metad
 type cleanupTarget struct {
 	checkpoint      bool
 	mark            bool // annotate, not delete
+	unmark          bool // remove the annotation, not delete
 	namespace, name string
 	uid             types.UID
+	resourceVersion string
+}
+
+// markPatch is the merge patch that sets the checkpoint slices' mark to
+// since, or removes it when since is nil.
+func markPatch(since *string) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{vpa_alpha.UnscopedSinceAnnotation: since}}})
 }
 
 // Keeps tells whether the cache holds checkpoint slices owned by the VPA: for
@@ -153,28 +166,49 @@ func (c *Cleaner) Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool {
 	return false
 }
 
-// Cleanup deletes the slices owned by the given VPAs (by UID), which do not
-// have scope node, and marks their checkpoint slices, deleting those marked
-// GracePeriod ago, within MaxDeletes API requests and the context's deadline:
-// the recommendation slices first, then the checkpoint slices, each in the
-// order of namespace and name. The rest waits for the next call.
-func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (CleanupStats, error) {
+// Cleanup deletes the slices owned by the unscoped VPAs (by UID), which do
+// not have scope node, and marks their checkpoint slices, deleting those
+// marked GracePeriod ago; and it removes the marks left on the checkpoint
+// slices of the scoped VPAs, which have scope node again. Within MaxDeletes
+// API requests and the context's deadline: the unmarks first (they protect
+// history), then the recommendation slices, then the checkpoint slices, each
+// in the order of namespace and name. The rest waits for the next call.
+func (c *Cleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.VerticalPodAutoscaler) (CleanupStats, error) {
 	var stats CleanupStats
-	if len(vpas) == 0 || (c.Synced != nil && !c.Synced()) {
+	if len(unscoped) == 0 && len(scoped) == 0 || (c.Synced != nil && !c.Synced()) {
 		return stats, nil
 	}
 	now := time.Now()
 	if c.Clock != nil {
 		now = c.Clock.Now()
 	}
+	// The checkpoint store drops the mark only when it rewrites a slice,
+	// within a budget of its own: a mark it has not reached yet would
+	// shorten the grace period of the scope's next drop.
 	var targets []cleanupTarget
+	for _, vpa := range scoped {
+		objs, err := c.CheckpointSlices.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
+		if err != nil {
+			return stats, err
+		}
+		for _, obj := range objs {
+			o, err := meta.Accessor(obj)
+			if err != nil || !ownedBy(o, vpa.UID) {
+				continue
+			}
+			if _, marked := o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation]; marked {
+				targets = append(targets, cleanupTarget{checkpoint: true, unmark: true, namespace: o.GetNamespace(), name: o.GetName()})
+			}
+		}
+	}
+	sortTargets(targets)
 	for _, checkpoint := range []bool{false, true} {
 		indexer := c.Slices
 		if checkpoint {
 			indexer = c.CheckpointSlices
 		}
 		var found []cleanupTarget
-		for _, vpa := range vpas {
+		for _, vpa := range unscoped {
 			objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
 			if err != nil {
 				return stats, err
@@ -186,44 +220,54 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 				if err != nil || !ownedBy(o, vpa.UID) {
 					continue
 				}
-				t := cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()}
+				t := cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
 				if checkpoint {
 					since, err := time.Parse(time.RFC3339, o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation])
-					if err == nil && now.Before(since.Add(c.GracePeriod)) {
+					if err == nil && !since.After(now) && now.Before(since.Add(c.GracePeriod)) {
 						continue
 					}
-					// Not marked (or not readably): the grace period starts now.
-					t.mark = err != nil
+					// Not marked (or not readably): the grace period starts
+					// now. A mark in the future (a clock ahead) is set back
+					// to now, or it would extend the grace period.
+					t.mark = err != nil || since.After(now)
 				}
 				found = append(found, t)
 			}
 		}
-		sort.Slice(found, func(i, j int) bool {
-			if found[i].namespace != found[j].namespace {
-				return found[i].namespace < found[j].namespace
-			}
-			return found[i].name < found[j].name
-		})
+		sortTargets(found)
 		targets = append(targets, found...)
 	}
 
 	var errs []error
 	for _, t := range targets {
-		if stats.Deleted+stats.Marked >= c.MaxDeletes || ctx.Err() != nil {
+		if stats.Deleted+stats.Marked+stats.Unmarked >= c.MaxDeletes || ctx.Err() != nil {
 			stats.Pending++
 			continue
 		}
-		if t.mark {
-			stats.Marked++
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, vpa_alpha.UnscopedSinceAnnotation, now.UTC().Format(time.RFC3339))
-			_, err := c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Patch(ctx, t.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if t.mark || t.unmark {
+			var since *string
+			if t.mark {
+				stats.Marked++
+				since = ptr.To(now.UTC().Format(time.RFC3339))
+			} else {
+				stats.Unmarked++
+			}
+			patch, err := markPatch(since)
+			if err == nil {
+				_, err = c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
 			if err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
 			continue
 		}
 		stats.Deleted++
+		// Deleted only as the cache saw it: a slice written since (the scope
+		// put back, its mark removed) is not this loop's to delete.
 		options := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &t.uid}}
+		if t.resourceVersion != "" {
+			options.Preconditions.ResourceVersion = &t.resourceVersion
+		}
 		var err error
 		if t.checkpoint {
 			err = c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Delete(ctx, t.name, options)
@@ -231,9 +275,19 @@ func (c *Cleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAuto
 			err = c.Client.VerticalPodAutoscalerSlices(t.namespace).Delete(ctx, t.name, options)
 		}
 		// Not found: deleted already, the cache has not seen it yet.
-		if err != nil && !apierrors.IsNotFound(err) {
+		// Conflict: changed since the cache saw it; the next call decides.
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, err)
 		}
 	}
 	return stats, errors.Join(errs...)
+}
+
+func sortTargets(targets []cleanupTarget) {
+	sort.Slice(targets, func(i, j int) bool {
+		if targets[i].namespace != targets[j].namespace {
+			return targets[i].namespace < targets[j].namespace
+		}
+		return targets[i].name < targets[j].name
+	})
 }

@@ -137,13 +137,44 @@ func (f *cleanupFixture) syncCaches(t *testing.T) {
 	}
 }
 
+// refresh fills the caches from the API, as the informers do between loops.
+func (f *cleanupFixture) refresh(t *testing.T) {
+	t.Helper()
+	f.syncCaches(t)
+	list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []any
+	for _, s := range list.Items {
+		objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta})
+	}
+	if err := f.cleaner.CheckpointSlices.Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unmark removes the marks of the checkpoint slices, from the API and the
+// cache, as when the scope was dropped just now.
+func (f *cleanupFixture) unmark(t *testing.T) {
+	t.Helper()
+	for _, obj := range f.cleaner.CheckpointSlices.List() {
+		name := obj.(*metav1.PartialObjectMetadata).Name
+		if _, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").Patch(context.TODO(), name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.refresh(t)
+}
+
 func vpaNamed(namespace, name string) *vpa_types.VerticalPodAutoscaler {
 	return &vpa_types.VerticalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: vpaUID(namespace, name)}}
 }
 
 func TestCleanupDeletesSlicesOfGivenVPAs(t *testing.T) {
 	f := newCleanupFixture(t)
-	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone"), vpaNamed("ns", "no-slices"), vpaNamed("other", "kept")})
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone"), vpaNamed("ns", "no-slices"), vpaNamed("other", "kept")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +199,7 @@ func TestCleanupIsBounded(t *testing.T) {
 	f.cleaner.MaxDeletes = 2
 	vpas := []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}
 	for i, want := range []CleanupStats{{Deleted: 2, Pending: 3}, {Deleted: 2, Pending: 1}, {Deleted: 1}} {
-		stats, err := f.cleaner.Cleanup(context.TODO(), vpas)
+		stats, err := f.cleaner.Cleanup(context.TODO(), vpas, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,10 +213,24 @@ func TestCleanupIsBounded(t *testing.T) {
 	}
 }
 
+// TestCleanupUnmarksAreBounded: the removal of marks shares the bound of
+// requests with the deletes.
+func TestCleanupUnmarksAreBounded(t *testing.T) {
+	f := newCleanupFixture(t)
+	f.cleaner.MaxDeletes = 1
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "kept")}, []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats != (CleanupStats{Unmarked: 1, Pending: 3}) {
+		t.Errorf("stats %+v, want 1 unmarked (first) and 3 pending", stats)
+	}
+}
+
 func TestCleanupWaitsForSync(t *testing.T) {
 	f := newCleanupFixture(t)
 	f.cleaner.Synced = func() bool { return false }
-	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")})
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil)
 	if err != nil || stats != (CleanupStats{}) || len(f.deletes) != 0 {
 		t.Errorf("before the caches synced: stats %+v, error %v, deletes %v, want nothing", stats, err, f.deletes)
 	}
@@ -197,7 +242,7 @@ func TestCleanupIgnoresObjectsGoneAlready(t *testing.T) {
 	if err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("ns").Delete(context.TODO(), "gone-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")})
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil)
 	if err != nil {
 		t.Errorf("error %v, want none for an object deleted already", err)
 	}
@@ -213,7 +258,7 @@ func TestCleanupStopsAtDeadline(t *testing.T) {
 	f := newCleanupFixture(t)
 	ctx, cancel := context.WithCancel(context.TODO())
 	cancel()
-	stats, _ := f.cleaner.Cleanup(ctx, []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")})
+	stats, _ := f.cleaner.Cleanup(ctx, []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil)
 	if stats != (CleanupStats{Pending: 5}) || len(f.deletes) != 0 {
 		t.Errorf("after the deadline: stats %+v, deletes %v, want 5 pending and no delete", stats, f.deletes)
 	}
@@ -282,33 +327,8 @@ func TestCleanupKeepsCheckpointsForTheGracePeriod(t *testing.T) {
 		patches = append(patches, action.GetResource().Resource+"/"+action.(core.PatchAction).GetName())
 		return false, nil, nil
 	})
-	// Unmarked, as when the scope was dropped just now.
-	for _, obj := range f.cleaner.CheckpointSlices.List() {
-		obj.(*metav1.PartialObjectMetadata).Annotations = nil
-	}
-	for _, name := range []string{"gone-checkpoint-0", "gone-checkpoint-1"} {
-		if _, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").Patch(context.TODO(), name, types.MergePatchType,
-			[]byte(`{"metadata":{"annotations":null}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.unmark(t)
 	patches = nil
-	// refresh fills the caches from the API, as the informers do between loops.
-	refresh := func() {
-		t.Helper()
-		f.syncCaches(t)
-		list, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").List(context.TODO(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var objs []any
-		for _, s := range list.Items {
-			objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta})
-		}
-		if err := f.cleaner.CheckpointSlices.Replace(objs, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
 	vpas := []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}
 	gone := vpaNamed("ns", "gone")
 	for i, step := range []struct {
@@ -329,14 +349,14 @@ func TestCleanupKeepsCheckpointsForTheGracePeriod(t *testing.T) {
 				MaxDeletes: DefaultMaxCleanupDeletes, GracePeriod: cleanupGrace}
 		}
 		f.cleaner.Clock = testingclock.NewFakePassiveClock(step.at)
-		stats, err := f.cleaner.Cleanup(context.TODO(), vpas)
+		stats, err := f.cleaner.Cleanup(context.TODO(), vpas, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if stats != step.want {
 			t.Errorf("step %d: stats %+v, want %+v", i, stats, step.want)
 		}
-		refresh()
+		f.refresh(t)
 		if got := f.remaining(t); !slices.Equal(got, step.left) {
 			t.Errorf("step %d: left %v, want %v", i, got, step.left)
 		}
@@ -355,5 +375,93 @@ func TestCleanupKeepsCheckpointsForTheGracePeriod(t *testing.T) {
 	}
 	if want := []string{"verticalpodautoscalercheckpointslices/gone-checkpoint-0", "verticalpodautoscalercheckpointslices/gone-checkpoint-1"}; !slices.Equal(patches, want) {
 		t.Errorf("patches %v, want the marks of %v", patches, want)
+	}
+}
+
+// TestCleanupScopeDroppedAgainKeepsTheFullGracePeriod: a scope dropped, put
+// back and dropped again keeps the history for a grace period from the second
+// drop. While the scope is back, the Cleaner removes the marks (the checkpoint
+// store, which also drops them, may not rewrite every slice in time).
+func TestCleanupScopeDroppedAgainKeepsTheFullGracePeriod(t *testing.T) {
+	f := newCleanupFixture(t)
+	f.unmark(t)
+	gone := []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}
+	checkpoints := []string{"gone-checkpoint-0", "gone-checkpoint-1", "kept-0", "kept-checkpoint-0"}
+	dropAgain := cleanupNow.Add(48 * time.Hour)
+	for i, step := range []struct {
+		at               time.Time
+		unscoped, scoped []*vpa_types.VerticalPodAutoscaler
+		want             CleanupStats
+		left             []string
+	}{
+		{at: cleanupNow, unscoped: gone, want: CleanupStats{Deleted: 3, Marked: 2}, left: checkpoints},
+		{at: cleanupNow.Add(24 * time.Hour), scoped: gone, want: CleanupStats{Unmarked: 2}, left: checkpoints},
+		{at: dropAgain, unscoped: gone, want: CleanupStats{Marked: 2}, left: checkpoints},
+		{at: cleanupNow.Add(cleanupGrace), unscoped: gone, left: checkpoints},
+		{at: dropAgain.Add(cleanupGrace), unscoped: gone, want: CleanupStats{Deleted: 2}, left: []string{"kept-0", "kept-checkpoint-0"}},
+	} {
+		f.cleaner.Clock = testingclock.NewFakePassiveClock(step.at)
+		stats, err := f.cleaner.Cleanup(context.TODO(), step.unscoped, step.scoped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats != step.want {
+			t.Errorf("step %d: stats %+v, want %+v", i, stats, step.want)
+		}
+		f.refresh(t)
+		if got := f.remaining(t); !slices.Equal(got, step.left) {
+			t.Errorf("step %d: left %v, want %v", i, got, step.left)
+		}
+	}
+}
+
+// TestCleanupSetsAMarkInTheFutureBackToNow: a mark ahead of the clock (set by
+// a recommender whose clock was ahead) would extend the grace period; it is
+// set to now.
+func TestCleanupSetsAMarkInTheFutureBackToNow(t *testing.T) {
+	f := newCleanupFixture(t)
+	future := cleanupNow.Add(cleanupGrace).Format(time.RFC3339)
+	for _, obj := range f.cleaner.CheckpointSlices.List() {
+		obj.(*metav1.PartialObjectMetadata).Annotations = map[string]string{vpa_alpha.UnscopedSinceAnnotation: future}
+	}
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats != (CleanupStats{Deleted: 3, Marked: 2}) {
+		t.Errorf("stats %+v, want the 3 slices deleted and the 2 marks set back", stats)
+	}
+	marked, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("ns").Get(context.TODO(), "gone-checkpoint-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := marked.Annotations[vpa_alpha.UnscopedSinceAnnotation], cleanupNow.Format(time.RFC3339); got != want {
+		t.Errorf("mark %q, want %q", got, want)
+	}
+}
+
+// TestCleanupDeletesOnlyWhatTheCacheSaw: a checkpoint slice is deleted with
+// the UID and resourceVersion its cache holds, so that one written since is
+// left to the next call.
+func TestCleanupDeletesOnlyWhatTheCacheSaw(t *testing.T) {
+	f := newCleanupFixture(t)
+	for _, obj := range f.cleaner.CheckpointSlices.List() {
+		obj.(*metav1.PartialObjectMetadata).ResourceVersion = "7"
+	}
+	var preconditions []string
+	f.client.PrependReactor("delete", "verticalpodautoscalercheckpointslices", func(action core.Action) (bool, runtime.Object, error) {
+		p := action.(core.DeleteActionImpl).DeleteOptions.Preconditions
+		if p == nil || p.UID == nil || p.ResourceVersion == nil {
+			preconditions = append(preconditions, "none")
+			return false, nil, nil
+		}
+		preconditions = append(preconditions, string(*p.UID)+"@"+*p.ResourceVersion)
+		return false, nil, nil
+	})
+	if _, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ns/gone-checkpoint-0@7", "ns/gone-checkpoint-1@7"}; !slices.Equal(preconditions, want) {
+		t.Errorf("delete preconditions %v, want %v", preconditions, want)
 	}
 }

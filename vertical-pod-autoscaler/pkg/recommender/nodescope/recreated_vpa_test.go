@@ -77,7 +77,7 @@ func TestCleanupLeavesSlicesOfEarlierVPA(t *testing.T) {
 	f := newCleanupFixture(t)
 	recreated := vpaNamed("ns", "gone")
 	recreated.UID = "vpa-ns/gone-2"
-	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{recreated})
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{recreated}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

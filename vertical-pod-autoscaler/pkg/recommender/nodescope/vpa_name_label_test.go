@@ -141,7 +141,7 @@ func TestLongVPANames(t *testing.T) {
 				t.Errorf("%d slices and %d checkpoint slices, want 2 and 1", len(slices.Items), len(checkpoints.Items))
 			}
 			// The checkpoint slice is marked, to go after the grace period.
-			if stats, err := c.Cleanup(ctx, []*vpa_types.VerticalPodAutoscaler{vpa}); err != nil || stats != (CleanupStats{Deleted: 2, Marked: 1}) {
+			if stats, err := c.Cleanup(ctx, []*vpa_types.VerticalPodAutoscaler{vpa}, nil); err != nil || stats != (CleanupStats{Deleted: 2, Marked: 1}) {
 				t.Errorf("cleanup: %+v (%v), want the 2 slices deleted and the checkpoint slice marked", stats, err)
 			}
 		})

@@ -78,7 +78,7 @@ type NodeScopeWriter interface {
 // NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
 // have scope node (any more), the checkpoint slices after a grace period.
 type NodeScopeCleaner interface {
-	Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error)
+	Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error)
 	// Keeps tells whether checkpoint slices of the VPA are left.
 	Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool
 }
@@ -447,27 +447,32 @@ func (r *recommender) keepsNodeCheckpoints(vpa *vpa_types.VerticalPodAutoscaler)
 // the checkpoint slices after the Cleaner's grace period, within its bound of
 // requests a loop. Such a VPA keeps the per-node checkpoints it had loaded
 // into the model while its checkpoint slices are left: the scope put back
-// then continues with the same history.
+// then continues with the same history, and the Cleaner removes the marks
+// left on it.
 func (r *recommender) cleanupNodeScope(ctx context.Context) {
 	if r.nodeScope.Cleaner == nil {
 		return
 	}
-	var vpas []*vpa_types.VerticalPodAutoscaler
+	var unscoped, scoped []*vpa_types.VerticalPodAutoscaler
 	for _, observed := range r.clusterState.ObservedVPAs() {
 		vpa, found := r.clusterState.VPAs()[model.VpaID{Namespace: observed.Namespace, VpaName: observed.Name}]
-		if !found || vpa.IsNodeScoped() {
+		if !found {
+			continue
+		}
+		if vpa.IsNodeScoped() {
+			scoped = append(scoped, observed)
 			continue
 		}
 		if !r.keepsNodeCheckpoints(observed) {
 			vpa.NodeInitialAggregateStates = nil
 		}
-		vpas = append(vpas, observed)
+		unscoped = append(unscoped, observed)
 	}
-	stats, err := r.nodeScope.Cleaner.Cleanup(ctx, vpas)
+	stats, err := r.nodeScope.Cleaner.Cleanup(ctx, unscoped, scoped)
 	if err != nil {
 		klog.ErrorS(err, "Cannot delete all slices of VPAs without scope node")
 	}
-	if stats.Deleted > 0 || stats.Marked > 0 || stats.Pending > 0 {
-		klog.V(3).InfoS("Deleted slices of VPAs without scope node", "deleted", stats.Deleted, "marked", stats.Marked, "pending", stats.Pending)
+	if stats != (nodescope.CleanupStats{}) {
+		klog.V(3).InfoS("Deleted slices of VPAs without scope node", "deleted", stats.Deleted, "marked", stats.Marked, "unmarked", stats.Unmarked, "pending", stats.Pending)
 	}
 }

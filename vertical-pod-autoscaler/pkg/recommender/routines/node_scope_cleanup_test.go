@@ -58,11 +58,11 @@ func newAPICleaner(client *vpa_fake.Clientset, maxDeletes int) apiCleaner {
 	}
 }
 
-func (c apiCleaner) Cleanup(ctx context.Context, vpas []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error) {
+func (c apiCleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.VerticalPodAutoscaler) (nodescope.CleanupStats, error) {
 	if err := c.refresh(ctx); err != nil {
 		return nodescope.CleanupStats{}, err
 	}
-	stats, err := c.Cleaner.Cleanup(ctx, vpas)
+	stats, err := c.Cleaner.Cleanup(ctx, unscoped, scoped)
 	if err != nil {
 		return stats, err
 	}
