@@ -104,6 +104,7 @@ func NewCheckpointStore(client vpa_alpha_client.VerticalPodAutoscalerCheckpointS
 
 type vpaCheckpoints struct {
 	stale    bool // a write failed: read the slices again
+	dormant  bool // last given Dormant: its slices may have changed since
 	slices   []*checkpointSlice
 	uid      map[string]types.UID // the machine whose history each node's entry holds
 	size     map[string]int       // JSON size of each node's entry, as last serialized
@@ -246,8 +247,17 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 		h := &histories[i]
 		given[h.VPA.UID] = true
 		state := s.vpas[h.VPA.UID]
-		if state == nil || h.Dormant {
+		if state == nil {
 			continue
+		}
+		if h.Dormant {
+			state.dormant = true
+			continue
+		}
+		if state.dormant {
+			// Put back: the Cleaner marked the slices meanwhile, so the
+			// resourceVersions held would make every first write conflict.
+			state.dormant, state.stale = false, true
 		}
 		if state.stale {
 			fresh, _, err := s.list(ctx, h.VPA, h.NodeUIDs)
@@ -279,7 +289,9 @@ func (s *CheckpointStore) Store(ctx context.Context, now time.Time, histories []
 
 	var stats StoreStats
 	for _, w := range writes {
-		if stats.Writes >= s.MaxWrites || ctx.Err() != nil {
+		// A VPA whose write failed is read again in the next call: its other
+		// writes would likely fail too, and use the budget of all VPAs.
+		if w.state.stale || stats.Writes >= s.MaxWrites || ctx.Err() != nil {
 			stats.Pending++
 			continue
 		}

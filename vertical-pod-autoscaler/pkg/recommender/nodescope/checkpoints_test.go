@@ -19,6 +19,7 @@ package nodescope
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -400,5 +402,86 @@ func TestCheckpointStoreNodeIdentity(t *testing.T) {
 		if n.NodeName == "same" && n.NodeUID != "uid-new-machine" {
 			t.Errorf("node same is stored with UID %q, want uid-new-machine", n.NodeUID)
 		}
+	}
+}
+
+// enforceResourceVersions makes the fake API server set a resourceVersion on
+// each create and update and refuse an update of another resourceVersion
+// (409), as a real one does; client-go's fake tracker does not.
+func (f *checkpointFixture) enforceResourceVersions() {
+	version := 0
+	f.client.PrependReactor("*", "verticalpodautoscalercheckpointslices", func(action core.Action) (bool, runtime.Object, error) {
+		var obj metav1.Object
+		switch action.GetVerb() {
+		case "create":
+			obj = action.(core.CreateAction).GetObject().(metav1.Object)
+		case "update":
+			obj = action.(core.UpdateAction).GetObject().(metav1.Object)
+			current, err := f.client.Tracker().Get(action.GetResource(), action.GetNamespace(), obj.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			if current.(metav1.Object).GetResourceVersion() != obj.GetResourceVersion() {
+				return true, nil, apierrors.NewConflict(action.GetResource().GroupResource(), obj.GetName(), errors.New("the object has been modified"))
+			}
+		default:
+			return false, nil, nil
+		}
+		version++
+		obj.SetResourceVersion(fmt.Sprint(version))
+		return false, nil, nil
+	})
+}
+
+// mark changes every checkpoint slice in the API, as the Cleaner's mark does.
+func (f *checkpointFixture) mark(t *testing.T) {
+	t.Helper()
+	_, slices := f.stored(t)
+	for i := range slices {
+		slices[i].Annotations = map[string]string{vpa_alpha.UnscopedSinceAnnotation: f.now.Format(time.RFC3339)}
+		if _, err := f.client.AutoscalingV1alpha1().VerticalPodAutoscalerCheckpointSlices("default").Update(context.TODO(), &slices[i], metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCheckpointStorePutBackReadsTheSlicesAgain: a VPA whose slices were
+// marked while it was dormant is read again when its scope is put back, so
+// that its first loop writes without conflicts; and a VPA whose write failed
+// makes no more writes in that loop, leaving the budget to the others.
+func TestCheckpointStorePutBackReadsTheSlicesAgain(t *testing.T) {
+	f := newCheckpointFixture()
+	f.enforceResourceVersions()
+	f.load(t)
+	f.store.MaxBytes = 10 * 1024
+	h := history(nodeNames(16), 2000, f.now)
+	if stats := f.store1(t, h); stats.Writes != 4 {
+		t.Fatalf("first loop: %+v, want 4 slices created", stats)
+	}
+	dormant := h
+	dormant.Dormant = true
+	if stats := f.store1(t, dormant); stats.Writes != 0 {
+		t.Fatalf("dormant: %+v, want no write", stats)
+	}
+	f.mark(t)
+
+	f.now = f.now.Add(time.Minute)
+	stats, err := f.store.Store(context.TODO(), f.now, []NodeHistory{h})
+	if err != nil || stats.Writes != 4 || stats.Pending != 0 {
+		t.Errorf("scope put back: %+v, error %v; want the 4 slices rewritten without conflict", stats, err)
+	}
+	if _, slices := f.stored(t); len(slices) != 4 || slices[0].Annotations[vpa_alpha.UnscopedSinceAnnotation] != "" {
+		t.Errorf("scope put back: %d slices, first annotated %v; want 4 without the mark", len(slices), slices[0].Annotations)
+	}
+
+	f.mark(t)
+	f.now = f.now.Add(time.Minute)
+	stats, err = f.store.Store(context.TODO(), f.now, []NodeHistory{h})
+	if err == nil || stats.Writes != 1 || stats.Pending != 3 {
+		t.Errorf("slices changed behind the store: %+v, error %v; want one conflicting write and 3 pending", stats, err)
+	}
+	f.now = f.now.Add(time.Minute)
+	if stats := f.store1(t, h); stats.Writes != 4 {
+		t.Errorf("the loop after the conflict: %+v, want the 4 slices rewritten", stats)
 	}
 }
