@@ -18,11 +18,14 @@ package nodescope
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -463,5 +466,25 @@ func TestCleanupDeletesOnlyWhatTheCacheSaw(t *testing.T) {
 	}
 	if want := []string{"ns/gone-checkpoint-0@7", "ns/gone-checkpoint-1@7"}; !slices.Equal(preconditions, want) {
 		t.Errorf("delete preconditions %v, want %v", preconditions, want)
+	}
+}
+
+// TestCleanupNamesTheMissingPatchVerb: with the ClusterRole of an earlier
+// release (no patch of checkpoint slices), the first mark's Forbidden is one
+// error that names the verb, and the other marks are not tried in that call.
+func TestCleanupNamesTheMissingPatchVerb(t *testing.T) {
+	f := newCleanupFixture(t)
+	f.unmark(t)
+	patches := 0
+	f.client.PrependReactor("patch", "verticalpodautoscalercheckpointslices", func(action core.Action) (bool, runtime.Object, error) {
+		patches++
+		return true, nil, apierrors.NewForbidden(action.GetResource().GroupResource(), action.(core.PatchAction).GetName(), errors.New("RBAC"))
+	})
+	stats, err := f.cleaner.Cleanup(context.TODO(), []*vpa_types.VerticalPodAutoscaler{vpaNamed("ns", "gone")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "may not patch verticalpodautoscalercheckpointslices") || strings.Count(err.Error(), "forbidden") != 1 {
+		t.Errorf("error %v, want one that names the patch verb", err)
+	}
+	if patches != 1 || stats.Pending != 1 {
+		t.Errorf("%d patches, stats %+v; want 1 patch and the other mark pending", patches, stats)
 	}
 }
