@@ -58,8 +58,8 @@ const DefaultMinNodeHistory = time.Hour
 // DefaultNodeCheckpointsTimeout is the default of the recommender's
 // --node-scope-checkpoints-timeout: the deadline of the per-node checkpoint
 // writes and the cleanup of a loop, which make at most 10 writes and 10
-// deletes each, and of each node-scoped VPA's checkpoint load and slice
-// writes.
+// deletes each, and of each node-scoped VPA's checkpoint load and, again, of
+// its slice writes.
 const DefaultNodeCheckpointsTimeout = 30 * time.Second
 
 // DefaultNodeRewriteThreshold is the default of the recommender's

@@ -61,8 +61,8 @@ type NodeScope struct {
 	MinHistory time.Duration
 	// CheckpointsTimeout is the deadline of the per-node checkpoints and the
 	// cleanup in a loop (--node-scope-checkpoints-timeout), which they do not
-	// share with upstream's checkpoints, and of each VPA's load of checkpoints
-	// and writes of slices in the update workers.
+	// share with upstream's checkpoints, and, each in full, of each VPA's load
+	// of checkpoints and of its writes of slices in the update workers.
 	CheckpointsTimeout time.Duration
 	// Confidence weighs a node's own history against its node group's
 	// (spec.nodeScope.groupLabel), over the recommender's confidence
@@ -356,19 +356,23 @@ func (r *recommender) loadNodeCheckpoints(ctx context.Context, vpa *model.Vpa, o
 
 // updateNodeRecommendations writes the per-node recommendations of a VPA with
 // scope node; it does nothing for other VPAs or without a writer. The load of
-// the VPA's checkpoints and the writes of its slices share a deadline of
-// CheckpointsTimeout: the update workers have no context, and an API server
-// that does not answer must not hold a worker, and the loop, for ever.
+// the VPA's checkpoints and the writes of its slices each have a deadline of
+// CheckpointsTimeout, so that a slow load does not use up the writes' time:
+// an API server that does not answer must not hold a worker, and the loop, for
+// ever. They derive from no parent: UpdateVPAs, upstream's interface, has no
+// context to give.
 func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa_types.VerticalPodAutoscaler) {
 	if r.nodeScope.Writer == nil || !vpa.IsNodeScoped() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
-	defer cancel()
-	r.loadNodeCheckpoints(ctx, vpa, observedVpa)
+	loadCtx, cancelLoad := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
+	r.loadNodeCheckpoints(loadCtx, vpa, observedVpa)
+	cancelLoad()
 	live, pods := r.liveNodes(vpa)
 	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
 		observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
+	ctx, cancel := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
+	defer cancel()
 	plan, err := r.nodeScope.Writer.Write(ctx, observedVpa, recs, NodeRequests(r.clusterState, pods, live))
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))

@@ -315,10 +315,17 @@ func TestNodeCheckpointsOwnDeadline(t *testing.T) {
 // for ever: such a list fails at once with errNoDeadline instead.
 type hangingAlphaClient struct {
 	vpa_clientset.Interface
-	lists chan<- error
+	lists chan<- listEnd
 }
 
 var errNoDeadline = errors.New("a list without a deadline")
+
+// listEnd is how a list of the hangingAlphaClient ended: its error, its
+// context's deadline and when it returned.
+type listEnd struct {
+	err           error
+	deadline, end time.Time
+}
 
 func (c hangingAlphaClient) AutoscalingV1alpha1() vpa_alpha_client.AutoscalingV1alpha1Interface {
 	return hangingAlpha{AutoscalingV1alpha1Interface: c.Interface.AutoscalingV1alpha1(), lists: c.lists}
@@ -326,7 +333,7 @@ func (c hangingAlphaClient) AutoscalingV1alpha1() vpa_alpha_client.AutoscalingV1
 
 type hangingAlpha struct {
 	vpa_alpha_client.AutoscalingV1alpha1Interface
-	lists chan<- error
+	lists chan<- listEnd
 }
 
 func (a hangingAlpha) VerticalPodAutoscalerSlices(namespace string) vpa_alpha_client.VerticalPodAutoscalerSliceInterface {
@@ -337,20 +344,22 @@ func (a hangingAlpha) VerticalPodAutoscalerCheckpointSlices(namespace string) vp
 	return hangingCheckpointSlices{VerticalPodAutoscalerCheckpointSliceInterface: a.AutoscalingV1alpha1Interface.VerticalPodAutoscalerCheckpointSlices(namespace), lists: a.lists}
 }
 
-// hang waits for the end of ctx, sends why the list ended and returns it.
-func hang(ctx context.Context, lists chan<- error) error {
+// hang waits for the end of ctx, sends how the list ended and returns its
+// error.
+func hang(ctx context.Context, lists chan<- listEnd) error {
 	err := errNoDeadline
-	if _, ok := ctx.Deadline(); ok {
+	deadline, ok := ctx.Deadline()
+	if ok {
 		<-ctx.Done()
 		err = ctx.Err()
 	}
-	lists <- err
+	lists <- listEnd{err: err, deadline: deadline, end: time.Now()}
 	return err
 }
 
 type hangingSlices struct {
 	vpa_alpha_client.VerticalPodAutoscalerSliceInterface
-	lists chan<- error
+	lists chan<- listEnd
 }
 
 func (s hangingSlices) List(ctx context.Context, _ metav1.ListOptions) (*vpa_alpha.VerticalPodAutoscalerSliceList, error) {
@@ -359,7 +368,7 @@ func (s hangingSlices) List(ctx context.Context, _ metav1.ListOptions) (*vpa_alp
 
 type hangingCheckpointSlices struct {
 	vpa_alpha_client.VerticalPodAutoscalerCheckpointSliceInterface
-	lists chan<- error
+	lists chan<- listEnd
 }
 
 func (s hangingCheckpointSlices) List(ctx context.Context, _ metav1.ListOptions) (*vpa_alpha.VerticalPodAutoscalerCheckpointSliceList, error) {
@@ -369,22 +378,26 @@ func (s hangingCheckpointSlices) List(ctx context.Context, _ metav1.ListOptions)
 // TestNodeScopeUpdateHasADeadline: the load of a VPA's per-node checkpoints
 // and the write of its slices in the update workers end with the deadline of
 // --node-scope-checkpoints-timeout when the API server does not answer, so
-// that UpdateVPAs returns.
+// that UpdateVPAs returns; each has a deadline of its own, so that a load
+// that took all its time leaves the write its own.
 func TestNodeScopeUpdateHasADeadline(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	lists := make(chan error, 2)
+	lists := make(chan listEnd, 2)
 	f.startWith(t, hangingAlphaClient{Interface: f.client, lists: lists})
 	f.r.nodeScope.CheckpointsTimeout = 10 * time.Millisecond
 
 	f.r.UpdateVPAs()
 	close(lists)
-	var ended []error
-	for err := range lists {
-		ended = append(ended, err)
+	var ended []listEnd
+	for end := range lists {
+		ended = append(ended, end)
 	}
-	if len(ended) != 2 || !errors.Is(ended[0], context.DeadlineExceeded) || !errors.Is(ended[1], context.DeadlineExceeded) {
-		t.Errorf("the lists of the checkpoint load and of the slice write ended with %v, want both at their deadline", ended)
+	if len(ended) != 2 || !errors.Is(ended[0].err, context.DeadlineExceeded) || !errors.Is(ended[1].err, context.DeadlineExceeded) {
+		t.Fatalf("the lists of the checkpoint load and of the slice write ended with %v, want both at their deadline", ended)
+	}
+	if load, write := ended[0], ended[1]; !write.deadline.After(load.end) {
+		t.Errorf("the slice write's deadline %v is not after the end of the load at its deadline %v: they share one", write.deadline, load.end)
 	}
 	if f.r.nodeScope.Checkpoints.Loaded(f.apiVPA.UID) {
 		t.Error("the checkpoints count as loaded after a list that ended at its deadline")
