@@ -107,7 +107,8 @@ type NodeCheckpointStore interface {
 // NewNodeScope returns the NodeScope of the recommender. With the
 // DaemonSetNodeScope gate on, it first checks that the slices and the
 // checkpoint slices can be listed and watched (nodescope.CheckAccess, the
-// admission controller's and the updater's check), and fails naming what is
+// admission controller's and the updater's check, one kind after the other
+// with 30 s each, so up to a minute in all), and fails naming what is
 // missing; then: slices and checkpoint slices through the client,
 // the nodes of the informer factory, the given minimum of per-node history,
 // deadline of the checkpoints, threshold of the slice writer's hysteresis and

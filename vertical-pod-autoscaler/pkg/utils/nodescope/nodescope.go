@@ -189,8 +189,10 @@ func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node s
 }
 
 // AllStale tells whether the VPA owns slices and every one of them is stale:
-// the recommender has not written the VPA's per-node recommendations for
-// StaleAfter (all slices of a VPA are refreshed together).
+// no slice of the VPA was written for StaleAfter, while the recommender
+// rewrites each at least every SliceRefreshInterval, so it has stopped
+// writing them. A slice's updateTime tells that its writer is alive, not
+// that each entry is fresh.
 func (l *Lookup) AllStale(vpa *vpa_types.VerticalPodAutoscaler) bool {
 	objs, err := l.Indexer.ByIndex(VPAIndex, string(vpa.UID))
 	if err != nil || len(objs) == 0 {
@@ -302,13 +304,14 @@ func (d Decision) String() string {
 // recommendation, which an updater without the gate applies.
 //
 // The updater acts on a node's entry only while it sees the admission
-// controller's lease (so a new pod would get the same value), and on a fresh
-// one only. It leaves a pod alone when it cannot tell what the admission
+// controller's lease (so a new pod would get the same value), and only when
+// the entry's slice is fresh (its updateTime: an entry kept without a
+// recommendation counts as fresh as its slice). It leaves a pod alone when it cannot tell what the admission
 // controller does (its own lease not renewed, the admission controller's
 // leases unreadable, or its node scope lease expired and its status lease
 // not renewed since: it may be down or restarting), when the node's entry is
-// stale, or when the node has none and every slice of the VPA is stale (the
-// recommender is not writing). When the admission controller runs without a
+// in a stale slice, or when the node has none and every slice of the VPA is
+// stale (the recommender is not writing). When the admission controller runs without a
 // valid node scope lease, it uses the DaemonSet-wide recommendation, as the
 // admission controller then does, once its own lease has been published long
 // enough for the admission controller to have seen it.
