@@ -81,7 +81,7 @@ type CleanupStats struct {
 //
 // The recommendation slices go at once. The checkpoint slices, the per-node
 // history, are first marked with vpa_alpha.UnscopedSinceAnnotation and
-// deleted GracePeriod after the mark, so that a scope dropped by mistake (a
+// deleted UnscopedGracePeriod after the mark, so that a scope dropped by mistake (a
 // client of an older release that writes the VPA back without the field)
 // can be put back without losing the history. The mark is on the objects, so
 // a restart of the recommender neither resets nor extends the grace period.
@@ -98,9 +98,10 @@ type Cleaner struct {
 	// MaxDeletes bounds the API requests of a Cleanup: deletes, marks and
 	// unmarks.
 	MaxDeletes int
-	// GracePeriod is how long the checkpoint slices of a VPA stay after they
-	// were marked.
-	GracePeriod time.Duration
+	// UnscopedGracePeriod is how long the checkpoint slices of a VPA without
+	// scope node stay after they were marked (not the CheckpointStore's
+	// GracePeriod, which is about nodes).
+	UnscopedGracePeriod time.Duration
 	// Clock tells the time of the marks; nil: the real clock.
 	Clock clock.PassiveClock
 }
@@ -133,7 +134,7 @@ func NewCleaner(alphaClient vpa_alpha_client.AutoscalingV1alpha1Interface, metad
 		// The per-node aggregations of a VPA without scope node get no sample
 		// and leave the model (upstream's aggregation GC) after this long:
 		// after it, the history is gone from a running recommender too.
-		GracePeriod: model.GetAggregationsConfig().GetMemoryAggregationWindowLength(),
+		UnscopedGracePeriod: model.GetAggregationsConfig().GetMemoryAggregationWindowLength(),
 	}
 }
 
@@ -169,7 +170,7 @@ func (c *Cleaner) Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool {
 
 // Cleanup deletes the slices owned by the unscoped VPAs (by UID), which do
 // not have scope node, and marks their checkpoint slices, deleting those
-// marked GracePeriod ago; and it removes the marks left on the checkpoint
+// marked UnscopedGracePeriod ago; and it removes the marks left on the checkpoint
 // slices of the scoped VPAs, which have scope node again. Within MaxDeletes
 // API requests and the context's deadline: the unmarks first (they protect
 // history), then the recommendation slices, then the checkpoint slices, each
@@ -224,7 +225,7 @@ func (c *Cleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.Ver
 				t := cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
 				if checkpoint {
 					since, err := time.Parse(time.RFC3339, o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation])
-					if err == nil && !since.After(now) && now.Before(since.Add(c.GracePeriod)) {
+					if err == nil && !since.After(now) && now.Before(since.Add(c.UnscopedGracePeriod)) {
 						continue
 					}
 					// Not marked (or not readably): the grace period starts
@@ -241,22 +242,28 @@ func (c *Cleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.Ver
 
 	var errs []error
 	patchForbidden := false
+	requests := 0
 	for _, t := range targets {
-		if stats.Deleted+stats.Marked+stats.Unmarked >= c.MaxDeletes || ctx.Err() != nil || (patchForbidden && (t.mark || t.unmark)) {
+		if requests >= c.MaxDeletes || ctx.Err() != nil || (patchForbidden && (t.mark || t.unmark)) {
 			stats.Pending++
 			continue
 		}
+		requests++
 		if t.mark || t.unmark {
 			var since *string
 			if t.mark {
-				stats.Marked++
 				since = ptr.To(now.UTC().Format(time.RFC3339))
-			} else {
-				stats.Unmarked++
 			}
 			patch, err := markPatch(since)
 			if err == nil {
 				_, err = c.Client.VerticalPodAutoscalerCheckpointSlices(t.namespace).Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+			// Counted when done: a failed mark is tried again next time.
+			switch {
+			case err == nil && t.mark:
+				stats.Marked++
+			case err == nil:
+				stats.Unmarked++
 			}
 			if apierrors.IsForbidden(err) {
 				// A ClusterRole of an earlier release: one error a call, not

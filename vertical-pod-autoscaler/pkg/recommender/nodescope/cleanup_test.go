@@ -91,7 +91,7 @@ func newCleanupFixture(t *testing.T) *cleanupFixture {
 		return false, nil, nil
 	})
 	f.cleaner = &Cleaner{Client: f.client.AutoscalingV1alpha1(), Slices: slicesCache, CheckpointSlices: checkpointsCache, MaxDeletes: DefaultMaxCleanupDeletes,
-		GracePeriod: cleanupGrace, Clock: testingclock.NewFakePassiveClock(cleanupNow)}
+		UnscopedGracePeriod: cleanupGrace, Clock: testingclock.NewFakePassiveClock(cleanupNow)}
 	return f
 }
 
@@ -349,7 +349,7 @@ func TestCleanupKeepsCheckpointsForTheGracePeriod(t *testing.T) {
 	} {
 		if step.restart {
 			f.cleaner = &Cleaner{Client: f.client.AutoscalingV1alpha1(), Slices: f.cleaner.Slices, CheckpointSlices: f.cleaner.CheckpointSlices,
-				MaxDeletes: DefaultMaxCleanupDeletes, GracePeriod: cleanupGrace}
+				MaxDeletes: DefaultMaxCleanupDeletes, UnscopedGracePeriod: cleanupGrace}
 		}
 		f.cleaner.Clock = testingclock.NewFakePassiveClock(step.at)
 		stats, err := f.cleaner.Cleanup(context.TODO(), vpas, nil)
@@ -484,7 +484,7 @@ func TestCleanupNamesTheMissingPatchVerb(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "may not patch verticalpodautoscalercheckpointslices") || strings.Count(err.Error(), "forbidden") != 1 {
 		t.Errorf("error %v, want one that names the patch verb", err)
 	}
-	if patches != 1 || stats.Pending != 1 {
-		t.Errorf("%d patches, stats %+v; want 1 patch and the other mark pending", patches, stats)
+	if patches != 1 || stats.Pending != 1 || stats.Marked != 0 {
+		t.Errorf("%d patches, stats %+v; want 1 patch, not counted as a mark, and the other mark pending", patches, stats)
 	}
 }

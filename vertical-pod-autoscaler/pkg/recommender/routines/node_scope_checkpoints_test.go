@@ -383,7 +383,7 @@ func (s hangingCheckpointSlices) List(ctx context.Context, _ metav1.ListOptions)
 func TestNodeScopeUpdateHasADeadline(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
-	lists := make(chan listEnd, 2)
+	lists := make(chan listEnd, 3) // room for a third list, which fails the test instead of hanging it
 	f.startWith(t, hangingAlphaClient{Interface: f.client, lists: lists})
 	f.r.nodeScope.CheckpointsTimeout = 10 * time.Millisecond
 

@@ -52,7 +52,7 @@ func newAPICleaner(client *vpa_fake.Clientset, maxDeletes int) apiCleaner {
 	clock := testingclock.NewFakePassiveClock(time.Now())
 	return apiCleaner{
 		Cleaner: &nodescope.Cleaner{Client: client.AutoscalingV1alpha1(), Slices: indexer(), CheckpointSlices: indexer(), MaxDeletes: maxDeletes,
-			GracePeriod: model.GetAggregationsConfig().GetMemoryAggregationWindowLength(), Clock: clock},
+			UnscopedGracePeriod: model.GetAggregationsConfig().GetMemoryAggregationWindowLength(), Clock: clock},
 		client: client,
 		clock:  clock,
 	}
@@ -153,7 +153,7 @@ func TestNodeScopeCleanup(t *testing.T) {
 			if marks := f.unscopedSince(t); len(marks) != 1 || marks[0] != cleaner.clock.Now().UTC().Format(time.RFC3339) {
 				t.Errorf("second loop after the change: checkpoint slices marked %v, want one, now", marks)
 			}
-			cleaner.clock.SetTime(cleaner.clock.Now().Add(cleaner.GracePeriod - time.Second))
+			cleaner.clock.SetTime(cleaner.clock.Now().Add(cleaner.UnscopedGracePeriod - time.Second))
 			f.loop()
 			if slices, checkpoints := f.counts(t); slices != 0 || checkpoints != 1 {
 				t.Errorf("a second short of the grace period: %d slices and %d checkpoint slices, want 0 and 1", slices, checkpoints)
