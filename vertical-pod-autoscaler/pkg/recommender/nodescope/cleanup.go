@@ -156,16 +156,25 @@ func markPatch(since *string) ([]byte, error) {
 // Keeps tells whether the cache holds checkpoint slices owned by the VPA: for
 // a VPA without scope node, that they are in their grace period.
 func (c *Cleaner) Keeps(vpa *vpa_types.VerticalPodAutoscaler) bool {
-	objs, err := c.CheckpointSlices.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
+	objs, err := ownedObjects(c.CheckpointSlices, vpa)
+	return err == nil && len(objs) > 0
+}
+
+// ownedObjects returns the objects of the indexer that are the VPA's by name
+// and owned by it (by UID): an earlier VPA's of the same name goes with its
+// owner (garbage collector).
+func ownedObjects(indexer cache.Indexer, vpa *vpa_types.VerticalPodAutoscaler) ([]metav1.Object, error) {
+	objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
 	if err != nil {
-		return false
+		return nil, err
 	}
+	var owned []metav1.Object
 	for _, obj := range objs {
 		if o, err := meta.Accessor(obj); err == nil && ownedBy(o, vpa.UID) {
-			return true
+			owned = append(owned, o)
 		}
 	}
-	return false
+	return owned, nil
 }
 
 // Cleanup deletes the slices owned by the unscoped VPAs (by UID), which do
@@ -189,15 +198,11 @@ func (c *Cleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.Ver
 	// shorten the grace period of the scope's next drop.
 	var targets []cleanupTarget
 	for _, vpa := range scoped {
-		objs, err := c.CheckpointSlices.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
+		objs, err := ownedObjects(c.CheckpointSlices, vpa)
 		if err != nil {
 			return stats, err
 		}
-		for _, obj := range objs {
-			o, err := meta.Accessor(obj)
-			if err != nil || !ownedBy(o, vpa.UID) {
-				continue
-			}
+		for _, o := range objs {
 			if _, marked := o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation]; marked {
 				targets = append(targets, cleanupTarget{checkpoint: true, unmark: true, namespace: o.GetNamespace(), name: o.GetName()})
 			}
@@ -211,17 +216,11 @@ func (c *Cleaner) Cleanup(ctx context.Context, unscoped, scoped []*vpa_types.Ver
 		}
 		var found []cleanupTarget
 		for _, vpa := range unscoped {
-			objs, err := indexer.ByIndex(VPANameIndex, vpa.Namespace+"/"+vpa_alpha.VPANameLabelValue(vpa.Name))
+			objs, err := ownedObjects(indexer, vpa)
 			if err != nil {
 				return stats, err
 			}
-			for _, obj := range objs {
-				// An earlier VPA's of the same name goes with its owner
-				// (garbage collector).
-				o, err := meta.Accessor(obj)
-				if err != nil || !ownedBy(o, vpa.UID) {
-					continue
-				}
+			for _, o := range objs {
 				t := cleanupTarget{checkpoint: checkpoint, namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
 				if checkpoint {
 					since, err := time.Parse(time.RFC3339, o.GetAnnotations()[vpa_alpha.UnscopedSinceAnnotation])
