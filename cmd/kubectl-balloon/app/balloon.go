@@ -155,11 +155,25 @@ type nodeBalloons struct {
 // is being deleted is in neither list, but in held while the protection
 // finalizer holds it.
 func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]*nodeBalloons, error) {
-	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBalloonPod + "=true"})
+	list, err := client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: balloonSelector})
 	if err != nil {
 		return nil, fmt.Errorf("listing balloon pods: %w", err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	pods := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return balloonsByNode(pods), nil
+}
+
+// balloonSelector selects the balloons among the pods of kube-system.
+const balloonSelector = v1.LabelBalloonPod + "=true"
+
+// balloonsByNode sorts pods, which may be anything labelled as a balloon, into
+// the balloons of each node, as listBalloons returns them.
+func balloonsByNode(pods []*v1.Pod) map[string]*nodeBalloons {
+	pods = slices.Clone(pods)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	byNode := map[string]*nodeBalloons{}
 	of := func(node string) *nodeBalloons {
 		if byNode[node] == nil {
@@ -167,8 +181,7 @@ func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]
 		}
 		return byNode[node]
 	}
-	for i := range list.Items {
-		pod := &list.Items[i]
+	for _, pod := range pods {
 		if !isBalloon(pod) {
 			continue
 		}
@@ -191,7 +204,7 @@ func listBalloons(ctx context.Context, client kubernetes.Interface) (map[string]
 			of(node).unscheduled = append(of(node).unscheduled, pod)
 		}
 	}
-	return byNode, nil
+	return byNode
 }
 
 // unscheduledState says why a balloon is not bound yet, from its

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,8 +35,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
@@ -98,8 +103,13 @@ With --interval, reconcile runs until it is stopped, once per interval.`,
 func (o *reconcileOptions) run(ctx context.Context, client kubernetes.Interface) error {
 	recorder, stop := o.newRecorder(client)
 	defer stop()
+	cache, stopCache, err := startReconcileCache(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer stopCache()
 	for {
-		err := reconcileAll(ctx, client, o.streams.Out, recorder)
+		err := reconcileAll(ctx, client, cache, o.streams.Out, recorder)
 		if o.interval == 0 {
 			return err
 		}
@@ -114,19 +124,77 @@ func (o *reconcileOptions) run(ctx context.Context, client kubernetes.Interface)
 	}
 }
 
+// reconcileCache holds the nodes and the balloons that the passes read, from
+// watches: the agent runs for good, and listing every node and balloon once an
+// interval would cost the API server a full LIST each time at any scale.
+// Writes go to the API server with preconditions, so a pass that read an
+// older object than the server holds fails that write and the next pass sees
+// the newer one. The record of sizes is not cached: it is one object, and a
+// pass reads it after the balloons (see reconcileAll).
+type reconcileCache struct {
+	nodes    corelisters.NodeLister
+	balloons corelisters.PodLister
+}
+
+// startReconcileCache starts the watches and waits until they have listed
+// once; the returned function stops them. A list or watch that fails before
+// then fails the start with its error (no rights to list nodes, say), where a
+// reflector would retry for ever; later failures are retried.
+func startReconcileCache(ctx context.Context, client kubernetes.Interface) (*reconcileCache, func(), error) {
+	nodes := informers.NewSharedInformerFactory(client, 0)
+	balloons := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(options *metav1.ListOptions) { options.LabelSelector = balloonSelector }))
+	ctx, cancel := context.WithCancelCause(ctx)
+	var started atomic.Bool
+	failStart := func(what string) toolscache.WatchErrorHandlerWithContext {
+		return func(ctx context.Context, r *toolscache.Reflector, err error) {
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+			if !started.Load() {
+				cancel(fmt.Errorf("listing %s: %w", what, err))
+			}
+		}
+	}
+	nodeInformer, podInformer := nodes.Core().V1().Nodes(), balloons.Core().V1().Pods()
+	if err := nodeInformer.Informer().SetWatchErrorHandlerWithContext(failStart("nodes")); err != nil {
+		return nil, nil, err
+	}
+	if err := podInformer.Informer().SetWatchErrorHandlerWithContext(failStart("balloon pods")); err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		cancel(nil)
+		nodes.Shutdown()
+		balloons.Shutdown()
+	}
+	nodes.Start(ctx.Done())
+	balloons.Start(ctx.Done())
+	for _, factory := range []informers.SharedInformerFactory{nodes, balloons} {
+		for _, synced := range factory.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				stop()
+				return nil, nil, context.Cause(ctx)
+			}
+		}
+	}
+	started.Store(true)
+	return &reconcileCache{nodes: nodeInformer.Lister(), balloons: podInformer.Lister()}, stop, nil
+}
+
 // reconcileAll reconciles every node and reports the errors of all of them.
-func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Writer, recorder record.EventRecorder) error {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func reconcileAll(ctx context.Context, client kubernetes.Interface, cache *reconcileCache, out io.Writer, recorder record.EventRecorder) error {
+	nodes, err := cache.nodes.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	byNode, err := listBalloons(ctx, client)
+	pods, err := cache.balloons.List(labels.Everything())
 	if err != nil {
-		return err
+		return fmt.Errorf("listing balloon pods: %w", err)
 	}
-	// The record is read after the balloons: set-size records a size before
-	// it resizes, so the record read here is at least as new as any resize
-	// the pass saw, and the pass never undoes a resize of set-size's.
+	byNode := balloonsByNode(pods)
+	// The record is read from the API server after the balloons from the
+	// cache: set-size records a size before it resizes, so the record read
+	// here is at least as new as any resize the pass saw, and the pass never
+	// undoes a resize of set-size's.
 	sizes, err := readBalloonSizes(ctx, client)
 	if err != nil {
 		// Without the record no deleted balloon is let go: the kubelet keeps
@@ -138,10 +206,9 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 		}
 		return err
 	}
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	var errs []error
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
+	for _, node := range nodes {
 		balloons := byNode[node.Name]
 		delete(byNode, node.Name)
 		if balloons == nil {
@@ -189,8 +256,8 @@ func reconcileAll(ctx context.Context, client kubernetes.Interface, out io.Write
 		}
 	}
 	listed := map[string]bool{}
-	for i := range nodes.Items {
-		listed[nodes.Items[i].Name] = true
+	for _, node := range nodes {
+		listed[node.Name] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(sizes.records)) {
 		if listed[name] {

@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -26,9 +27,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 )
 
@@ -399,6 +404,18 @@ func TestReconcileErrors(t *testing.T) {
 	}
 }
 
+// Without the right to list nodes, reconcile fails with the API server's
+// error rather than wait for its cache for ever.
+func TestReconcileFailsWhenItCannotListNodes(t *testing.T) {
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), newBalloon("balloon-a", "node-a", "2", "4Gi"), recordedSizesConfigMap(recorded))
+	e.client.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(v1.Resource("nodes"), "", errors.New("no rights"))
+	})
+	if code := e.run("reconcile"); code == 0 || !strings.Contains(e.errOut.String(), "error: listing nodes: ") || !strings.Contains(e.errOut.String(), "no rights") {
+		t.Errorf("exit code %d, stderr %q, want the error of listing nodes", code, e.errOut.String())
+	}
+}
+
 // set-size records the size it set, and opens a node that was closed.
 func TestSetSizeRecordsTheSizeAndOpensTheNode(t *testing.T) {
 	e := newTestEnv(t, taintedNode("node-a"), newBalloon("balloon-a", "node-a", "1m", "1Mi"))
@@ -499,5 +516,67 @@ func TestReconcileReplacesTheRecordOfAnEarlierNodeOfTheName(t *testing.T) {
 				t.Errorf("resizes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The agent runs for good: its passes read the nodes and the balloons from
+// watches, so the API server serves one LIST of each however many passes run,
+// and a pass sees what changed since the one before: here a balloon deleted
+// between passes, whose node one pass closes and a later one, seeing the
+// taint, lets go.
+func TestReconcileLoopReadsNodesAndBalloonsFromWatches(t *testing.T) {
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), newBalloon("balloon-a", "node-a", "2", "4Gi"), recordedSizesConfigMap(recorded))
+	cmd := newCmdBalloon(deps{
+		streams:      genericiooptions.IOStreams{Out: &e.out, ErrOut: &e.errOut},
+		newClient:    func() (kubernetes.Interface, error) { return e.client, nil },
+		newRecorder:  func(kubernetes.Interface) (record.EventRecorder, func()) { return e.events, func() {} },
+		clock:        e.clock,
+		pollInterval: time.Second,
+	})
+	cmd.SetArgs([]string{"reconcile", "--interval=10s"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	// A pass has ended when the loop waits for the next interval.
+	passes := 0
+	awaitPass := func() {
+		for !e.clock.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		passes++
+	}
+	nextPass := func() {
+		e.clock.Step(10 * time.Second)
+		awaitPass()
+	}
+	awaitPass()
+
+	e.updatePod("balloon-a", func(pod *v1.Pod) {
+		pod.Finalizers = []string{kubetypes.BalloonProtectionFinalizer}
+		pod.DeletionTimestamp = &metav1.Time{Time: e.clock.Now()}
+	})
+	for !e.hasPendingTaint("node-a") {
+		nextPass()
+	}
+	for len(e.getPod("balloon-a").Finalizers) > 0 {
+		nextPass()
+	}
+	nextPass()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("reconcile: %v, stderr %q", err, e.errOut.String())
+	}
+
+	lists := map[string]int{}
+	for _, action := range e.client.Actions() {
+		if action.GetVerb() == "list" {
+			lists[action.GetResource().Resource]++
+		}
+	}
+	if want := map[string]int{"nodes": 1, "pods": 1}; !cmp.Equal(lists, want) {
+		t.Errorf("%d passes listed %v, want %v: one list each, then the watches", passes, lists, want)
+	}
+	if out := e.out.String(); !strings.Contains(out, "released deleted balloon kube-system/balloon-a") {
+		t.Errorf("the deleted balloon was not released; output %q", out)
 	}
 }

@@ -37,6 +37,13 @@ type hookedClient struct {
 	beforePodList func()
 }
 
+// IsWatchListSemanticsUnSupported tells the reflectors of reconcile's cache
+// what the fake clientset underneath tells them: its watches stream no initial
+// list.
+func (c *hookedClient) IsWatchListSemanticsUnSupported() bool {
+	return true
+}
+
 func (c *hookedClient) CoreV1() corev1client.CoreV1Interface {
 	return &hookedCoreV1{CoreV1Interface: c.Interface.CoreV1(), hooks: c}
 }
