@@ -17,6 +17,7 @@ limitations under the License.
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,6 +71,7 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 	f := framework.NewDefaultFramework("balloon")
 	f.NamespacePodSecurityLevel = admissionapi.LevelBaseline
 	var node *v1.Node
+	var deleteBalloonWhilePodsWait func(ctx context.Context, record string)
 
 	// podsOnNode lists the node's pods once the pods of earlier tests are
 	// gone: those deleted, and those of namespaces being deleted, which the
@@ -567,7 +569,31 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			gomega.HaveField("Name", balloon.Name), gomega.HaveField("State", "Running"))))
 	})
 
+	// The record of the node's size while its balloon is deleted.
+	const (
+		recordPresent = "present"
+		recordMissing = "missing"
+		recordEmptied = "emptied"
+	)
+
 	ginkgo.It("creates a recreated balloon at its node's recorded size, and frees no capacity of a deleted one before closing the node", func(ctx context.Context) {
+		deleteBalloonWhilePodsWait(ctx, recordPresent)
+	})
+
+	ginkgo.It("frees no capacity of a deleted balloon while the ConfigMap of recorded sizes is missing", func(ctx context.Context) {
+		deleteBalloonWhilePodsWait(ctx, recordMissing)
+	})
+
+	ginkgo.It("frees no capacity of a deleted balloon whose record was emptied, and records its size again", func(ctx context.Context) {
+		deleteBalloonWhilePodsWait(ctx, recordEmptied)
+	})
+
+	// deleteBalloonWhilePodsWait runs the addon's size policy and DaemonSet on
+	// the node, fills the node so that a waiting pod fits only into the
+	// balloon's capacity, deletes the balloon with the record in the given
+	// state, and checks that the waiting pod never lands on the freed capacity
+	// while the successor comes back at the recorded size.
+	deleteBalloonWhilePodsWait = func(ctx context.Context, record string) {
 		plugin := balloonPlugin()
 		recordSize(ctx, "cpu=120m,memory=40Mi")
 		gomega.Expect(freeCPU(ctx)).To(gomega.BeNumerically(">", 300), "the node needs some free cpu")
@@ -736,9 +762,9 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			return nil
 		}
 
-		ginkgo.By("deleting the balloon: it keeps running, and its capacity closed, until reconcile has closed the node")
-		framework.ExpectNoError(pods.Delete(ctx, first.Name, metav1.DeleteOptions{}))
-		gomega.Consistently(ctx, func(ctx context.Context) error {
+		// held checks that the deleted balloon still runs, and its capacity is
+		// still closed.
+		held := func(ctx context.Context) error {
 			if err := stillWaiting(ctx); err != nil {
 				return err
 			}
@@ -750,11 +776,77 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 				return gomega.StopTrying(fmt.Sprintf("the deleted balloon is %s, deletionTimestamp %v: the kubelet must keep it running while its finalizer holds it", pod.Status.Phase, pod.DeletionTimestamp))
 			}
 			return nil
-		}).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
-		// The first pass taints the node; the second, which finds it tainted,
-		// lets the balloon go.
-		out = runPlugin(ctx, plugin, "reconcile")
-		framework.ExpectNoError(stillWaiting(ctx))
+		}
+		configMaps := f.ClientSet.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+		sizes, err := configMaps.Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
+		framework.ExpectNoError(err)
+		switch record {
+		case recordMissing:
+			ginkgo.By("deleting the ConfigMap of recorded sizes")
+			framework.ExpectNoError(configMaps.Delete(ctx, balloonSizesConfigMap, metav1.DeleteOptions{}))
+			ginkgo.DeferCleanup(func(ctx context.Context) {
+				restored := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: balloonSizesConfigMap}, Data: sizes.Data}
+				if _, err := configMaps.Create(ctx, restored, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+					framework.ExpectNoError(err)
+				}
+			})
+		case recordEmptied:
+			ginkgo.By("emptying the ConfigMap of recorded sizes")
+			_, err := configMaps.Patch(ctx, balloonSizesConfigMap, types.JSONPatchType, []byte(`[{"op":"remove","path":"/data"}]`), metav1.PatchOptions{})
+			framework.ExpectNoError(err)
+		}
+
+		ginkgo.By("deleting the balloon: it keeps running, and its capacity closed, until reconcile has closed the node")
+		framework.ExpectNoError(pods.Delete(ctx, first.Name, metav1.DeleteOptions{}))
+		gomega.Consistently(ctx, held).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
+		out = ""
+		if record == recordMissing {
+			ginkgo.By("without the ConfigMap, reconcile lets no deleted balloon go and says why on it")
+			// Run as the agent runs, in a loop: its events are sent while it runs.
+			agentCtx, stopAgent := context.WithCancel(ctx)
+			var agentOut bytes.Buffer
+			agent := exec.CommandContext(agentCtx, plugin, "--kubeconfig="+framework.TestContext.KubeConfig, "reconcile", "--interval=2s")
+			agent.Stdout, agent.Stderr = &agentOut, &agentOut
+			framework.ExpectNoError(agent.Start())
+			stopped := false
+			stop := func() {
+				if !stopped {
+					stopped = true
+					stopAgent()
+					_ = agent.Wait()
+					framework.Logf("kubectl balloon reconcile --interval=2s:\n%s", agentOut.String())
+				}
+			}
+			ginkgo.DeferCleanup(stop)
+			gomega.Eventually(ctx, func(ctx context.Context) ([]v1.Event, error) {
+				events, err := f.ClientSet.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+					FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", first.Name), fields.OneTermEqualSelector("reason", "BalloonHeld")).String(),
+				})
+				if err != nil {
+					return nil, err
+				}
+				return events.Items, nil
+			}).WithTimeout(30*time.Second).WithPolling(time.Second).ShouldNot(gomega.BeEmpty(), "a Warning event BalloonHeld on the deleted balloon")
+			gomega.Consistently(ctx, held).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
+			stop()
+			gomega.Expect(agentOut.String()).To(gomega.ContainSubstring("does not exist"), "reconcile must say that the ConfigMap is missing")
+			gomega.Expect(agentOut.String()).NotTo(gomega.ContainSubstring("released deleted balloon"))
+
+			ginkgo.By("restoring the ConfigMap of recorded sizes")
+			_, err = configMaps.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: balloonSizesConfigMap}, Data: sizes.Data}, metav1.CreateOptions{})
+			framework.ExpectNoError(err)
+		}
+		// The first pass taints the node (and, with the record emptied,
+		// records the size the deleted balloon holds again); the second, which
+		// finds it tainted, lets the balloon go.
+		out += runPlugin(ctx, plugin, "reconcile")
+		framework.ExpectNoError(held(ctx))
+		if record == recordEmptied {
+			gomega.Expect(out).To(gomega.ContainSubstring("node " + node.Name + ": no recorded balloon size; recorded the size balloon " + first.Namespace + "/" + first.Name + " holds, cpu=120m,memory=40Mi"))
+			// The successor is created once the balloon is let go: by then the
+			// size policy must read the record again.
+			gomega.Eventually(ctx, sized).WithTimeout(time.Minute).WithPolling(time.Second).Should(gomega.BeTrueBecause("the size policy must read the restored record"))
+		}
 		out += runPlugin(ctx, plugin, "reconcile")
 		tainted := strings.Index(out, "node "+node.Name+": tainted "+v1.TaintNodeBalloonPending)
 		released := strings.Index(out, "node "+node.Name+": released deleted balloon "+first.Namespace+"/"+first.Name)
@@ -780,5 +872,5 @@ var _ = SIGDescribe("Node resizing with balloon pods", feature.BalloonPod, frame
 			return pending, nil
 		}).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(gomega.BeEmpty(), "the node must reopen once the successor holds its size")
 		gomega.Consistently(ctx, stillWaiting).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(gomega.Succeed())
-	})
+	}
 })
