@@ -155,6 +155,12 @@ func startReconcileCache(ctx context.Context, client kubernetes.Interface) (*rec
 		}
 	}
 	nodeInformer, podInformer := nodes.Core().V1().Nodes(), balloons.Core().V1().Pods()
+	if err := nodeInformer.Informer().SetTransform(trimForReconcile); err != nil {
+		return nil, nil, err
+	}
+	if err := podInformer.Informer().SetTransform(trimForReconcile); err != nil {
+		return nil, nil, err
+	}
 	if err := nodeInformer.Informer().SetWatchErrorHandlerWithContext(failStart("nodes")); err != nil {
 		return nil, nil, err
 	}
@@ -178,6 +184,20 @@ func startReconcileCache(ctx context.Context, client kubernetes.Interface) (*rec
 	}
 	started.Store(true)
 	return &reconcileCache{nodes: nodeInformer.Lister(), balloons: podInformer.Lister()}, stop, nil
+}
+
+// trimForReconcile drops from a cached object what no pass reads: the managed
+// fields of both, and a Node's status, whose image list and conditions make up
+// most of it; a pass reads a Node's name, UID, creation time and taints.
+func trimForReconcile(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *v1.Node:
+		o.ManagedFields = nil
+		o.Status = v1.NodeStatus{}
+	case *v1.Pod:
+		o.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // reconcileAll reconciles every node and reports the errors of all of them.

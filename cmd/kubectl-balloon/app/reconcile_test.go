@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -578,5 +579,35 @@ func TestReconcileLoopReadsNodesAndBalloonsFromWatches(t *testing.T) {
 	}
 	if out := e.out.String(); !strings.Contains(out, "released deleted balloon kube-system/balloon-a") {
 		t.Errorf("the deleted balloon was not released; output %q", out)
+	}
+}
+
+// The agent's cache keeps of a Node what a pass reads, and of a balloon all
+// but its managed fields.
+func TestReconcileCacheTrimsWhatNoPassReads(t *testing.T) {
+	node := taintedNode("node-a")
+	node.CreationTimestamp = metav1.Now()
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	node.Status.Images = []v1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10"}, SizeBytes: 1 << 20}}
+	want := node.DeepCopy()
+	want.ManagedFields, want.Status = nil, v1.NodeStatus{}
+	got, err := trimForReconcile(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(want, got) {
+		t.Errorf("trimmed node %+v, want %+v", got, want)
+	}
+
+	pod := newBalloon("balloon-a", "node-a", "2", "4Gi")
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-balloon"}}
+	wantPod := pod.DeepCopy()
+	wantPod.ManagedFields = nil
+	gotPod, err := trimForReconcile(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(wantPod, gotPod) {
+		t.Errorf("trimmed balloon %+v, want %+v", gotPod, wantPod)
 	}
 }
