@@ -20,6 +20,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -65,14 +66,21 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 
 	// kubectl-balloon is run as the binary make test built, with the admin's
 	// kubeconfig; --cpu and --memory are the node's desired effective size.
-	kubectlBalloon := func(args ...string) string {
-		t.Helper()
+	tryKubectlBalloon := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, c.Bin+"/kubectl-balloon", append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("kubectl-balloon %s: %v\n%s", strings.Join(args, " "), err, out)
+			return string(out), fmt.Errorf("kubectl-balloon %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return string(out), nil
+	}
+	kubectlBalloon := func(args ...string) string {
+		t.Helper()
+		out, err := tryKubectlBalloon(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 	Node, err := nodes.Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -83,7 +91,20 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 		q.Sub(resource.MustParse(balloon))
 		return q.String()
 	}
-	kubectlBalloon("set-size", nodeName, "--cpu="+desired(corev1.ResourceCPU, "150m"), "--memory="+desired(corev1.ResourceMemory, "24Mi"))
+	// The kubelet, restarted moments ago, defers a balloon's upsize until its
+	// eviction manager has observed the node's usage, and applies it one pass
+	// later; set-size reports the deferral and exits, the resize stays queued.
+	if out, err := tryKubectlBalloon("set-size", nodeName, "--cpu="+desired(corev1.ResourceCPU, "150m"), "--memory="+desired(corev1.ResourceMemory, "24Mi")); err != nil {
+		if !strings.Contains(out, "Deferred: ") || !strings.Contains(out, "usage is not known yet") {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := pods.Get(ctx, balloon.Name, metav1.GetOptions{})
+			return err == nil && actualRequests(p) == "150m,24Mi", err
+		}); err != nil {
+			t.Fatalf("the kubelet never applied the deferred upsize of set-size: %v\n%s", err, out)
+		}
+	}
 	cm, err := configMaps.Get(ctx, balloonSizesConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
