@@ -19,10 +19,12 @@ package balloon
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -83,7 +85,7 @@ func TestSizedNodesRegisterClosed(t *testing.T) {
 			if err != nil {
 				t.Fatalf("registering: %v", err)
 			}
-			if !equalTaints(node.Spec.Taints, tc.want) {
+			if !apiequality.Semantic.DeepEqual(node.Spec.Taints, tc.want) {
 				t.Errorf("registered with taints %v, want %v", node.Spec.Taints, tc.want)
 			}
 		})
@@ -97,30 +99,11 @@ func TestSizedNodesRegisterClosed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("registering with the taint: %v", err)
 	}
-	if !equalTaints(node.Spec.Taints, []v1.Taint{pending}) {
+	if !apiequality.Semantic.DeepEqual(node.Spec.Taints, []v1.Taint{pending}) {
 		t.Errorf("registered with taints %v, want %v", node.Spec.Taints, []v1.Taint{pending})
 	}
 }
 
 func hasBalloonPendingTaint(node *v1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == v1.TaintNodeBalloonPending {
-			return true
-		}
-	}
-	return false
-}
-
-// equalTaints compares key, value and effect in order; the API server sets no
-// other field on a NoSchedule taint.
-func equalTaints(got, want []v1.Taint) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i].Key != want[i].Key || got[i].Value != want[i].Value || got[i].Effect != want[i].Effect {
-			return false
-		}
-	}
-	return true
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeBalloonPending })
 }
