@@ -542,7 +542,11 @@ func TestReconcileLoopReadsNodesAndBalloonsFromWatches(t *testing.T) {
 	passes := 0
 	awaitPass := func() {
 		for !e.clock.HasWaiters() {
-			time.Sleep(time.Millisecond)
+			select {
+			case err := <-done:
+				t.Fatalf("reconcile ended after %d passes: %v, stderr %q", passes, err, e.errOut.String())
+			case <-time.After(time.Millisecond):
+			}
 		}
 		passes++
 	}

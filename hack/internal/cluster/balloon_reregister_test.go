@@ -95,7 +95,7 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 	// eviction manager has observed the node's usage, and applies it one pass
 	// later; set-size reports the deferral and exits, the resize stays queued.
 	if out, err := tryKubectlBalloon("set-size", nodeName, "--cpu="+desired(corev1.ResourceCPU, "150m"), "--memory="+desired(corev1.ResourceMemory, "24Mi")); err != nil {
-		if !strings.Contains(out, "Deferred: ") || !strings.Contains(out, "usage is not known yet") {
+		if !strings.Contains(out, "Deferred: ") || !strings.Contains(out, "not known yet") {
 			t.Fatal(err)
 		}
 		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
