@@ -50,7 +50,8 @@ type pullGate struct {
 	// limit is the number of slots; 0 means no limit.
 	limit int64
 	// delegated is set when the runtime enforces the limit itself: the gate then
-	// still orders, deduplicates and cancels, but no longer holds pulls back.
+	// still orders, deduplicates and cancels, but no longer holds pulls back once
+	// the runtime confirmed it still enforces the limit.
 	delegated    atomic.Bool
 	handOff      handOff
 	queueTimeout time.Duration
@@ -73,6 +74,9 @@ type pullGate struct {
 	// places keeps the place in the queue of a pod whose wait timed out, for its
 	// next attempt after the back-off.
 	places map[placeKey]keptPlace
+	// confirming is set while the runtime is asked whether it still enforces the
+	// limit (confirmLocked).
+	confirming bool
 }
 
 // imageKey identifies an image in the runtime: pulls of one image with one runtime
@@ -334,16 +338,15 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 	}
 }
 
-// setDelegated records whether the runtime enforces the limit, handing the slots
-// out at once when it starts to; it says whether that changed.
+// setDelegated records whether the runtime enforces the limit, as the runtime
+// just reported it; it says whether that changed. The report confirms the limit
+// for the pulls waiting beyond it, which are granted at once.
 func (g *pullGate) setDelegated(delegated bool) bool {
-	if g.delegated.Swap(delegated) == delegated {
-		return false
-	}
+	changed := g.delegated.Swap(delegated) != delegated
 	g.mu.Lock()
-	g.dispatchLocked()
-	g.mu.Unlock()
-	return true
+	defer g.mu.Unlock()
+	g.grantLocked(delegated)
+	return changed
 }
 
 // enqueueLocked gives the pull its place: the one it kept, if its pod comes back
@@ -370,17 +373,32 @@ func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pu
 }
 
 // dispatchLocked grants free slots to the first pulls in the queue that do not
-// wait for a pull of their image. While the runtime enforces the limit, every
-// pull is granted at once but still holds a slot, so that the pulls it started
-// count against the limit once the kubelet enforces it again.
+// wait for a pull of their image.
 func (g *pullGate) dispatchLocked() {
+	g.grantLocked(false)
+}
+
+// grantLocked is dispatchLocked. While the runtime enforces the limit, pulls
+// beyond it are granted only when the runtime has just confirmed that it still
+// does (runtimeConfirmed); otherwise the runtime is asked (confirmLocked): a
+// runtime that restarted since its last status poll enforces no limit yet, so no
+// pull goes beyond the limit on the strength of an older report. Every pull holds
+// a slot, so that the pulls started beyond the limit count against it once the
+// kubelet enforces it again.
+func (g *pullGate) grantLocked(runtimeConfirmed bool) {
 	delegated := g.delegated.Load()
 	for _, t := range g.queue {
-		if g.limit > 0 && !delegated && g.used >= g.limit {
-			return
-		}
 		if t.granted || t.waiting != nil {
 			continue
+		}
+		if g.limit > 0 && g.used >= g.limit {
+			if !delegated {
+				return
+			}
+			if !runtimeConfirmed {
+				g.confirmLocked()
+				return
+			}
 		}
 		t.granted = true
 		if g.limit > 0 {
@@ -389,6 +407,28 @@ func (g *pullGate) dispatchLocked() {
 		}
 		signal(t.wake)
 	}
+}
+
+// confirmLocked asks the runtime, unless a question is already out, whether it
+// still enforces the limit, and grants again with the answer: beyond the limit
+// when it does; when it does not, the kubelet takes the limit back until the
+// runtime reports it again on a status poll.
+func (g *pullGate) confirmLocked() {
+	confirm := g.handOff.confirmer()
+	if g.confirming || confirm == nil {
+		return
+	}
+	g.confirming = true
+	go func() {
+		enforces := confirm(g.limit)
+		if !enforces {
+			g.delegated.Store(false)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.confirming = false
+		g.grantLocked(enforces)
+	}()
 }
 
 // waitForLocked makes t wait for p, a pull of its image, handing on a slot it was

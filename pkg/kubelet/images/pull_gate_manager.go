@@ -252,9 +252,14 @@ type PullLimitHandOff interface {
 	// concurrency, and the limit it reports it enforces (nil: none). The kubelet
 	// stops limiting pulls itself only while the runtime reports the kubelet's
 	// limit; otherwise it limits them and, if the runtime enforces, sends it the
-	// limit again.
-	HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(maxParallelImagePulls int32) error)
+	// limit again. Before a pull goes beyond the limit, the kubelet asks the
+	// runtime again with status.
+	HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(maxParallelImagePulls int32) error, status RuntimePullLimitStatus)
 }
+
+// RuntimePullLimitStatus asks the runtime whether it enforces pull concurrency and
+// which limit it reports it enforces (nil: none).
+type RuntimePullLimitStatus func() (enforces bool, limit *int32, err error)
 
 var _ PullLimitHandOff = &imageManager{}
 
@@ -267,15 +272,33 @@ type handOff struct {
 	mu          sync.Mutex
 	lastErr     string
 	lastErrTime time.Time
+	// confirm says whether the runtime enforces the given limit now.
+	confirm func(limit int64) bool
+}
+
+func (h *handOff) confirmer() func(limit int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.confirm
 }
 
 // HandOffPullLimit implements PullLimitHandOff.
-func (m *imageManager) HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(int32) error) {
+func (m *imageManager) HandOffPullLimit(ctx context.Context, runtimeEnforces bool, runtimeLimit *int32, send func(int32) error, status RuntimePullLimitStatus) {
 	gate, ok := m.puller.(*pullGate)
 	if !ok {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	gate.handOff.mu.Lock()
+	gate.handOff.confirm = func(limit int64) bool {
+		enforces, reported, err := status()
+		if err == nil && enforces && reported != nil && int64(*reported) == limit {
+			return true
+		}
+		logger.Info("The container runtime no longer confirms the kubelet's limit of parallel image pulls; the kubelet limits them again until the runtime reports it", "maxParallelImagePulls", limit, "runtimeEnforces", enforces, "err", err)
+		return false
+	}
+	gate.handOff.mu.Unlock()
 	delegate := runtimeEnforces && runtimeLimit != nil && int64(*runtimeLimit) == gate.limit
 	if gate.setDelegated(delegate) {
 		if delegate {

@@ -195,7 +195,7 @@ func (s *fakeImageRuntime) waitEntered(t *testing.T, image string) {
 	select {
 	case got := <-s.entered:
 		require.Equal(t, image, got, "the pull that reached the runtime")
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatalf("the pull of %s never reached the runtime", image)
 	}
 }
@@ -295,7 +295,7 @@ func outcomeOf(t *testing.T, ch <-chan outcome) outcome {
 	select {
 	case o := <-ch:
 		return o
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("EnsureImageExists did not return")
 		return outcome{}
 	}
@@ -317,7 +317,7 @@ func (e *gateEnv) events() []string {
 func (e *gateEnv) waitEvent(t *testing.T, text string) []string {
 	t.Helper()
 	var seen []string
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(wait.ForeverTestTimeout)
 	for {
 		select {
 		case ev := <-e.recorder.Events:
@@ -718,23 +718,82 @@ func TestPullGateLimitsPulls(t *testing.T) {
 	assert.Equal(t, 2, e.rt.peak)
 }
 
+// pullLimitRuntime answers the kubelet's questions about the pull limit as a
+// runtime that advertises image_pull_concurrency and enforces limit (nil: none,
+// as after a restart).
+type pullLimitRuntime struct {
+	mu    sync.Mutex
+	limit *int32
+	asked int
+}
+
+func (r *pullLimitRuntime) status() (bool, *int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
+	return true, r.limit, nil
+}
+
+func (r *pullLimitRuntime) set(limit *int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limit = limit
+}
+
+func (r *pullLimitRuntime) questions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asked
+}
+
+// poll is the kubelet's status poll of r (SyncImagePullLimit).
+func (e *gateEnv) poll(r *pullLimitRuntime) {
+	_, limit, _ := r.status()
+	e.m.HandOffPullLimit(context.Background(), true, limit, func(int32) error { return nil }, r.status)
+}
+
 func TestPullGateDelegatedToTheRuntimeHoldsNothingBack(t *testing.T) {
 	e := newGateEnv(t, 1, time.Millisecond, nil)
-	e.m.puller.(*pullGate).delegated.Store(true)
+	runtime := &pullLimitRuntime{limit: ptr.To[int32](1)}
+	e.poll(runtime)
+	require.True(t, e.m.puller.(*pullGate).delegated.Load())
+	asked := runtime.questions()
 	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
+	e.rt.waitEntered(t, "a:1")
 	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
-	for range 2 {
-		select {
-		case <-e.rt.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("with the runtime enforcing the limit, both pulls reach it at once")
-		}
-	}
+	e.rt.waitEntered(t, "b:1")
+	assert.Equal(t, 1, runtime.questions()-asked, "the runtime confirmed the limit once, for the pull beyond it")
 	e.rt.finish("a:1")
 	e.rt.finish("b:1")
 	require.NoError(t, outcomeOf(t, a).err)
 	require.NoError(t, outcomeOf(t, b).err)
 	assert.Equal(t, 2, e.rt.peak)
+}
+
+// A runtime restarted since the kubelet's last status poll enforces no limit
+// yet: no pull goes beyond the limit until the runtime reports it again.
+func TestPullGateGoesBeyondTheLimitOnlyWhenTheRuntimeConfirmsIt(t *testing.T) {
+	e := newGateEnv(t, 1, 0, nil)
+	runtime := &pullLimitRuntime{limit: ptr.To[int32](1)}
+	e.poll(runtime)
+	require.True(t, e.m.puller.(*pullGate).delegated.Load())
+
+	runtime.set(nil) // restarted between two polls
+	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
+	e.rt.waitEntered(t, "a:1")
+	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
+	e.waitEvent(t, `to pull image "b:1"`) // queued: the runtime did not confirm
+	assert.Equal(t, []string{"a:1"}, e.rt.startedPulls())
+
+	// The next poll sees the limit the kubelet sent again: the pull waiting
+	// beyond the limit goes on at once.
+	runtime.set(ptr.To[int32](1))
+	e.poll(runtime)
+	e.rt.waitEntered(t, "b:1")
+	e.rt.finish("a:1")
+	e.rt.finish("b:1")
+	require.NoError(t, outcomeOf(t, a).err)
+	require.NoError(t, outcomeOf(t, b).err)
 }
 
 // Pulls started while the runtime enforced the limit count against it once
@@ -744,15 +803,12 @@ func TestPullGateDelegatedToTheRuntimeHoldsNothingBack(t *testing.T) {
 func TestPullGateCountsPullsStartedWhileTheRuntimeEnforced(t *testing.T) {
 	e := newGateEnv(t, 1, 0, nil)
 	gate := e.m.puller.(*pullGate)
-	gate.setDelegated(true)
+	runtime := &pullLimitRuntime{limit: ptr.To[int32](1)}
+	e.poll(runtime)
 	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
 	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
 	for range 2 {
-		select {
-		case <-e.rt.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("with the runtime enforcing the limit, both pulls reach it at once")
-		}
+		<-e.rt.entered // with the runtime enforcing the limit, both pulls reach it at once
 	}
 	gate.setDelegated(false)
 	c := e.ensure(context.Background(), gatePod{name: "c", image: "c:1"})
@@ -858,24 +914,25 @@ func TestHandOffPullLimit(t *testing.T) {
 	send := func(limit int32) error { sent = append(sent, limit); return nil }
 	ctx := context.Background()
 
-	e.m.HandOffPullLimit(ctx, false, nil, send)
+	status := (&pullLimitRuntime{}).status
+	e.m.HandOffPullLimit(ctx, false, nil, send, status)
 	assert.Empty(t, sent, "nothing to hand to a runtime that does not enforce the limit")
-	e.m.HandOffPullLimit(ctx, true, nil, func(int32) error { return errors.New("unimplemented") })
+	e.m.HandOffPullLimit(ctx, true, nil, func(int32) error { return errors.New("unimplemented") }, status)
 	assert.False(t, gate.delegated.Load(), "the kubelet keeps limiting when the runtime refuses the limit")
-	e.m.HandOffPullLimit(ctx, true, nil, send)
+	e.m.HandOffPullLimit(ctx, true, nil, send, status)
 	assert.Equal(t, []int32{3}, sent)
 	assert.False(t, gate.delegated.Load(), "the kubelet limits pulls until the runtime reports the limit")
-	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send)
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send, status)
 	assert.True(t, gate.delegated.Load(), "the runtime reports the kubelet's limit")
 	assert.Equal(t, []int32{3}, sent, "nothing to send while the runtime reports the limit")
-	e.m.HandOffPullLimit(ctx, true, nil, send)
+	e.m.HandOffPullLimit(ctx, true, nil, send, status)
 	assert.False(t, gate.delegated.Load(), "a restarted runtime reports no limit")
 	assert.Equal(t, []int32{3, 3}, sent, "and gets it again")
-	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](5), send)
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](5), send, status)
 	assert.False(t, gate.delegated.Load(), "a runtime that enforces another limit")
 	assert.Equal(t, []int32{3, 3, 3}, sent, "gets the kubelet's")
-	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send)
-	e.m.HandOffPullLimit(ctx, false, ptr.To[int32](3), send)
+	e.m.HandOffPullLimit(ctx, true, ptr.To[int32](3), send, status)
+	e.m.HandOffPullLimit(ctx, false, ptr.To[int32](3), send, status)
 	assert.False(t, gate.delegated.Load(), "a runtime that stops enforcing gives the limit back")
 }
 
@@ -1119,7 +1176,7 @@ func TestPullGateRecordsAPullThatGoesOnWithoutItsPod(t *testing.T) {
 				ownerGone()
 				select {
 				case <-ownerReturned:
-				case <-time.After(10 * time.Second):
+				case <-time.After(wait.ForeverTestTimeout):
 				}
 			}
 			e.rt.finish("private:1")

@@ -33,7 +33,9 @@ import (
 // limiting pulls itself only while the runtime reports the kubelet's limit back, and
 // sends the limit again whenever the runtime reports another or none, as after a
 // restart. A runtime that stops advertising the feature gets the kubelet's own
-// limit back.
+// limit back. Before a pull goes beyond the limit, the kubelet asks the runtime's
+// status again, so that a runtime restarted since the poll gets no more pulls
+// than the limit.
 func SyncImagePullLimit(ctx context.Context, runtime kubecontainer.Runtime, status *kubecontainer.RuntimeStatus) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletImagePullGate) {
 		return
@@ -46,12 +48,21 @@ func SyncImagePullLimit(ctx context.Context, runtime kubecontainer.Runtime, stat
 	if !ok {
 		return
 	}
-	enforces := status.Features != nil && status.Features.ImagePullConcurrency
-	handOff.HandOffPullLimit(ctx, enforces, status.ImagePullLimit, func(limit int32) error {
+	handOff.HandOffPullLimit(ctx, enforcesPullLimit(status), status.ImagePullLimit, func(limit int32) error {
 		return m.runtimeService.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{
 			ImagePullConfig: &runtimeapi.ImagePullConfig{MaxParallelImagePulls: limit},
 		})
+	}, func() (bool, *int32, error) {
+		status, err := m.Status(ctx)
+		if err != nil {
+			return false, nil, err
+		}
+		return enforcesPullLimit(status), status.ImagePullLimit, nil
 	})
+}
+
+func enforcesPullLimit(status *kubecontainer.RuntimeStatus) bool {
+	return status.Features != nil && status.Features.ImagePullConcurrency
 }
 
 // reportedImagePullLimit is the limit of parallel image pulls the runtime reports
