@@ -596,6 +596,52 @@ spec:
 			busyNode, recs, checkpointSlices(t, ctx, dyn, ns.Name), err)
 	}
 	t.Logf("MEASURED node %s deleted: its entry and checkpoint gone after %s, node %s keeps both", busyNode, time.Since(start).Round(time.Second), idleNode)
+
+	// (d2) A new node's first pod gets its group's value at admission, in
+	// Recreate mode, and is not evicted once its node has an entry: the nodes
+	// grouped by kubernetes.io/os, which a kubelet sets when it registers, so
+	// that the node is in its group before its first pod is admitted. The
+	// second node comes back as a new machine (a new Node UID), without
+	// history; its group's history is the idle node's.
+	groupPatch := []byte(`{"spec":{"updatePolicy":{"updateMode":"Recreate"},"nodeScope":{"groupLabel":"kubernetes.io/os"}}}`)
+	if _, err := dyn.Resource(vpaResource).Namespace(ns.Name).Patch(ctx, "agent", types.MergePatchType, groupPatch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	var group nodeRec
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		group = sliceGroupTargets(t, ctx, dyn, ns.Name)["linux"]
+		return group.target != nil, nil
+	}); err != nil {
+		t.Fatalf("no value of group linux in the slices: %v; recommender log %s:\n%s", err, c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 30))
+	}
+	wide = wideRecommendation(t, ctx, dyn, ns.Name)
+	if group.cpu().Cmp(*wide.cpu()) == 0 {
+		t.Fatalf("group linux's cpu target %s is the DaemonSet-wide one: the test cannot tell them apart", group.cpu().String())
+	}
+	t.Logf("MEASURED group linux's value in the slices %s after the VPA got its group label: %v (DaemonSet-wide %v)", time.Since(start).Round(time.Second), group, wide)
+	oldBusyPod := daemonPods(t, ctx, cs, ns.Name)[busyNode]
+	if err := c.Up(ctx); err != nil {
+		t.Fatalf("second node up again: %v", err)
+	}
+	start = time.Now()
+	firstPod := waitDaemonPods(t, ctx, cs, ns.Name, []string{busyNode})[busyNode]
+	if firstPod.UID == oldBusyPod.UID {
+		t.Fatalf("node %s came back with its earlier pod %s", busyNode, firstPod.Name)
+	}
+	groupNow := sliceGroupTargets(t, ctx, dyn, ns.Name)["linux"]
+	if got := podCPURequest(firstPod); got.Cmp(*group.cpu()) != 0 && (groupNow.target == nil || got.Cmp(*groupNow.cpu()) != 0) {
+		t.Errorf("the new node's first pod %s requests cpu %s, want its group's target %s (DaemonSet-wide %s)", firstPod.Name, got.String(), group.cpu().String(), wide.cpu().String())
+	}
+	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil })
+	t.Logf("MEASURED new node %s: first pod %s requests cpu %s at admission; its own entry %s later: %v",
+		busyNode, firstPod.Name, podCPURequest(firstPod).String(), time.Since(start).Round(time.Second), recs[busyNode])
+	time.Sleep(3 * updaterInterval)
+	if p := daemonPods(t, ctx, cs, ns.Name)[busyNode]; p.UID != firstPod.UID {
+		t.Errorf("the new node's first pod %s was evicted (Recreate) after its node got an entry: now %s; updater log %s:\n%s",
+			firstPod.Name, p.Name, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
+	}
+
 	start = time.Now()
 	if err := dyn.Resource(vpaResource).Namespace(ns.Name).Delete(ctx, "agent", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -1020,6 +1066,29 @@ func sliceTargetsOf(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns
 			out[name] = r
 		}
 	})
+	return out
+}
+
+// sliceGroupTargets reads each node group's recommendation from the slices of
+// the namespace, by the group label's value.
+func sliceGroupTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) map[string]nodeRec {
+	t.Helper()
+	list, err := dyn.Resource(sliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]nodeRec{}
+	for _, item := range list.Items {
+		groups, _, _ := unstructured.NestedSlice(item.Object, "groups")
+		for _, g := range groups {
+			entry, _ := g.(map[string]any)
+			value, _, _ := unstructured.NestedString(entry, "labelValue")
+			ctrs, _, _ := unstructured.NestedSlice(entry, "recommendation", "containerRecommendations")
+			if r, ok := agentRec(ctrs); ok {
+				out[value] = r
+			}
+		}
+	}
 	return out
 }
 

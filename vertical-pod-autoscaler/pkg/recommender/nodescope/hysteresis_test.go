@@ -46,7 +46,7 @@ func cpuRequest(m int64) []PodRequests {
 func TestPlanSlicesHysteresis(t *testing.T) {
 	a, b := ref("node-a"), ref("node-b")
 	written := map[model.NodeRef]*vpa_types.RecommendedPodResources{a: boundedRec(100, 80, 200), b: boundedRec(500, 400, 900)}
-	existing := apply(nil, PlanSlices(testVPA, nil, written, nil, t0))
+	existing := apply(nil, PlanSlices(testVPA, nil, written, Groups{}, nil, t0))
 	// Node a's pod requests 100m, within the written bounds; node b's 300m, below them.
 	requests := map[model.NodeRef][]PodRequests{a: cpuRequest(100), b: cpuRequest(300)}
 	hysteresis := &Hysteresis{Threshold: 0.1, Requests: requests}
@@ -78,7 +78,7 @@ func TestPlanSlicesHysteresis(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{a: tc.a, b: smallB}
-			plan := PlanSlices(testVPA, existing, recs, tc.hysteresis, t0)
+			plan := PlanSlices(testVPA, existing, recs, Groups{}, tc.hysteresis, t0)
 			if !tc.rewritten {
 				if plan.Writes() != 0 {
 					t.Errorf("%d writes, want none", plan.Writes())
@@ -104,13 +104,13 @@ func TestPlanSlicesHysteresis(t *testing.T) {
 	// A request that enters the bounds: b's 300m, below the written 400m, is
 	// within the new ones.
 	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{a: small, b: boundedRec(520, 290, 850)}
-	if plan := PlanSlices(testVPA, existing, recs, hysteresis, t0); plan.Writes() != 1 {
+	if plan := PlanSlices(testVPA, existing, recs, Groups{}, hysteresis, t0); plan.Writes() != 1 {
 		t.Errorf("request enters the bounds: %d writes, want 1", plan.Writes())
 	}
 	// During a rollout a node runs two pods: either one's request decides.
 	rollout := &Hysteresis{Threshold: 0.1, Requests: map[model.NodeRef][]PodRequests{a: append(cpuRequest(100), cpuRequest(95)...), b: cpuRequest(300)}}
 	recs = map[model.NodeRef]*vpa_types.RecommendedPodResources{a: boundedRec(102, 97, 190), b: smallB}
-	if plan := PlanSlices(testVPA, existing, recs, rollout, t0); plan.Writes() != 1 {
+	if plan := PlanSlices(testVPA, existing, recs, Groups{}, rollout, t0); plan.Writes() != 1 {
 		t.Errorf("the second pod's request leaves the bounds: %d writes, want 1", plan.Writes())
 	}
 }

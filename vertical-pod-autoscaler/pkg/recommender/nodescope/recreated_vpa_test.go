@@ -44,7 +44,7 @@ func TestWriterIgnoresSlicesOfEarlierVPA(t *testing.T) {
 	asAPIServer(client)
 
 	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{ref("node-0000"): rec(100)}
-	plan, err := (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, nil)
+	plan, err := (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestWriterIgnoresSlicesOfEarlierVPA(t *testing.T) {
 	}
 
 	// The next write finds only the new VPA's slice: no change.
-	plan, err = (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, nil)
+	plan, err = (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ package nodescope
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -47,6 +48,41 @@ type Plan struct {
 // Writes is the number of API writes of the plan.
 func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete) }
 
+// Groups are the node groups of a VPA with a group label.
+type Groups struct {
+	// Of is the group (the group label's value) of each live node that has
+	// the label.
+	Of map[model.NodeRef]string
+	// Recs is the recommendation of each group whose nodes have enough
+	// history together.
+	Recs map[string]*vpa_types.RecommendedPodResources
+}
+
+// forSlice returns the recommendations of the groups of the slice's nodes,
+// by label value (no more than the slice's nodes, so within the API's limit of
+// 100), keeping an entry of old that the hysteresis keeps.
+func (g Groups) forSlice(nodes []vpa_alpha.NodeRecommendation, live map[string]model.NodeRef, old []vpa_alpha.GroupRecommendation, hysteresis *Hysteresis) []vpa_alpha.GroupRecommendation {
+	values := map[string]bool{}
+	for _, entry := range nodes {
+		if group, found := g.Of[live[entry.NodeName]]; found && g.Recs[group] != nil {
+			values[group] = true
+		}
+	}
+	var result []vpa_alpha.GroupRecommendation
+	for _, value := range slices.Sorted(maps.Keys(values)) {
+		entry := vpa_alpha.GroupRecommendation{LabelValue: value, Recommendation: *g.Recs[value]}
+		for _, o := range old {
+			// A group's value has no pod of its own on the node: only
+			// how far its targets moved counts.
+			if o.LabelValue == value && hysteresis.Keeps(model.NodeRef{}, &o.Recommendation, g.Recs[value]) {
+				entry = o
+			}
+		}
+		result = append(result, entry)
+	}
+	return result
+}
+
 // PlanSlices computes the slices of a VPA from its current slices and the
 // recommendations of its live nodes. recs maps each live node (at most one of
 // a name) to its recommendation, or to nil when the node's own history is not
@@ -68,7 +104,11 @@ func (p Plan) Writes() int { return len(p.Create) + len(p.Update) + len(p.Delete
 // entry goes to the first slice with room, in the order of the slices' names,
 // and new slices are made only when all are full. A slice is rewritten only when
 // its content changes, and deleted when it holds no node.
-func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, hysteresis *Hysteresis, now time.Time) Plan {
+//
+// Each slice also holds the recommendations of the groups of its nodes that
+// have one (groups.Recs), with the same hysteresis on their targets, so that a
+// node of a group without an entry of its own finds its group's in any slice.
+func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.VerticalPodAutoscalerSlice, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, groups Groups, hysteresis *Hysteresis, now time.Time) Plan {
 	existing = slices.Clone(existing)
 	sort.Slice(existing, func(i, j int) bool { return existing[i].Name < existing[j].Name })
 	live := make(map[string]model.NodeRef, len(recs))
@@ -102,11 +142,10 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			s.Nodes = append(s.Nodes, entry)
 		}
 		open = append(open, s)
-		nodesChanged := !apiequality.Semantic.DeepEqual(old.Nodes, s.Nodes) && !(len(old.Nodes) == 0 && len(s.Nodes) == 0)
 		// A stamp of another generation, or due for its refresh, is renewed:
 		// readers take a slice whose stamp got old for one whose writer stopped.
 		stampDue := old.ObservedGeneration != vpa.Generation || !now.Before(old.UpdateTime.Add(vpa_alpha.SliceRefreshInterval))
-		changed = append(changed, nodesChanged || stampDue)
+		changed = append(changed, stampDue)
 	}
 
 	var newNodes []model.NodeRef
@@ -130,6 +169,14 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 	}
 
 	for i, s := range open {
+		var old *vpa_alpha.VerticalPodAutoscalerSlice
+		if i < len(existing) {
+			old = existing[i]
+		}
+		s.Groups = groups.forSlice(s.Nodes, live, s.Groups, hysteresis)
+		if old != nil && !changed[i] {
+			changed[i] = !equalOrEmpty(old.Nodes, s.Nodes) || !equalOrEmpty(old.Groups, s.Groups)
+		}
 		if changed[i] {
 			s.ObservedGeneration, s.UpdateTime = vpa.Generation, metav1.NewTime(now)
 		}
@@ -144,6 +191,10 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 		}
 	}
 	return plan
+}
+
+func equalOrEmpty[T any](a, b []T) bool {
+	return len(a) == 0 && len(b) == 0 || apiequality.Semantic.DeepEqual(a, b)
 }
 
 func newSlice(vpa *vpa_types.VerticalPodAutoscaler) *vpa_alpha.VerticalPodAutoscalerSlice {
@@ -187,7 +238,7 @@ func (w *Writer) now() time.Time {
 // each node. It reads the VPA's current slices from the API server rather than
 // from a cache, so that a slice it created in the previous loop is never
 // created twice.
-func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, requests map[model.NodeRef][]PodRequests) (Plan, error) {
+func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, groups Groups, requests map[model.NodeRef][]PodRequests) (Plan, error) {
 	client := w.Client.VerticalPodAutoscalerSlices(vpa.Namespace)
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{vpa_alpha.VPANameLabel: vpa_alpha.VPANameLabelValue(vpa.Name)}.String()})
 	if err != nil {
@@ -205,7 +256,7 @@ func (w *Writer) Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler
 	if w.RewriteThreshold > 0 {
 		hysteresis = &Hysteresis{Threshold: w.RewriteThreshold, Requests: requests}
 	}
-	plan := PlanSlices(vpa, existing, recs, hysteresis, w.now())
+	plan := PlanSlices(vpa, existing, recs, groups, hysteresis, w.now())
 	var errs []error
 	for _, s := range plan.Delete {
 		errs = append(errs, client.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}))

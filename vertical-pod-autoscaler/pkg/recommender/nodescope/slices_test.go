@@ -19,6 +19,7 @@ package nodescope
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func nodesIn(slices []*vpa_alpha.VerticalPodAutoscalerSlice) map[string]string {
 }
 
 func TestPlanSlices(t *testing.T) {
-	plan := PlanSlices(testVPA, nil, nodeRecs(250, 100), nil, t0)
+	plan := PlanSlices(testVPA, nil, nodeRecs(250, 100), Groups{}, nil, t0)
 	if len(plan.Create) != 3 || len(plan.Update)+len(plan.Delete) != 0 {
 		t.Fatalf("250 new nodes: %d creates, %d updates, %d deletes; want 3 creates", len(plan.Create), len(plan.Update), len(plan.Delete))
 	}
@@ -109,13 +110,13 @@ func TestPlanSlices(t *testing.T) {
 	slices := apply(nil, plan)
 	before := nodesIn(slices)
 
-	if plan := PlanSlices(testVPA, slices, nodeRecs(250, 100), nil, t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, slices, nodeRecs(250, 100), Groups{}, nil, t0); plan.Writes() != 0 {
 		t.Errorf("unchanged recommendations: %d writes, want none", plan.Writes())
 	}
 
 	changed := nodeRecs(250, 100)
 	changed[ref("node-0007")] = rec(300)
-	plan = PlanSlices(testVPA, slices, changed, nil, t0)
+	plan = PlanSlices(testVPA, slices, changed, Groups{}, nil, t0)
 	if plan.Writes() != 1 || len(plan.Update) != 1 || plan.Update[0].Name != before["node-0007"] {
 		t.Errorf("one node changed: %d writes, want one update of %s", plan.Writes(), before["node-0007"])
 	}
@@ -124,7 +125,7 @@ func TestPlanSlices(t *testing.T) {
 	insufficient := nodeRecs(250, 100)
 	insufficient[ref("node-0008")] = nil
 	insufficient[ref("node-9999")] = nil
-	if plan := PlanSlices(testVPA, slices, insufficient, nil, t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, slices, insufficient, Groups{}, nil, t0); plan.Writes() != 0 {
 		t.Errorf("nodes without enough history: %d writes, want none", plan.Writes())
 	}
 
@@ -134,7 +135,7 @@ func TestPlanSlices(t *testing.T) {
 	delete(fewer, ref("node-0003"))
 	delete(fewer, ref("node-0004"))
 	fewer[ref("node-0250")] = rec(100)
-	plan = PlanSlices(testVPA, slices, fewer, nil, t0)
+	plan = PlanSlices(testVPA, slices, fewer, Groups{}, nil, t0)
 	if plan.Writes() != 1 {
 		t.Errorf("two nodes gone and one new: %d writes, want 1 (the slice of the gone nodes takes the new one)", plan.Writes())
 	}
@@ -149,7 +150,7 @@ func TestPlanSlices(t *testing.T) {
 	}
 
 	// All nodes of the last slice go: it is deleted.
-	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100), nil, t0)
+	plan = PlanSlices(testVPA, slices, nodeRecs(200, 100), Groups{}, nil, t0)
 	if len(plan.Delete) != 1 || plan.Writes() != 1 {
 		t.Errorf("the last 50 nodes gone: %d deletes, %d writes; want one delete", len(plan.Delete), plan.Writes())
 	}
@@ -159,14 +160,14 @@ func TestPlanSlices(t *testing.T) {
 // keep the entry of an earlier machine of its name, nor an entry without UID
 // (no released version wrote one).
 func TestPlanSlicesNodeIdentity(t *testing.T) {
-	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), nil, t0))
+	existing := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), Groups{}, nil, t0))
 	existing[0].Nodes[1].NodeUID = "" // node-0001
 
 	recs := nodeRecs(3, 100)
 	delete(recs, ref("node-0000"))
 	recs[model.NodeRef{Name: "node-0000", UID: "uid-new-machine"}] = nil
 	recs[ref("node-0001")] = nil
-	plan := PlanSlices(testVPA, existing, recs, nil, t0)
+	plan := PlanSlices(testVPA, existing, recs, Groups{}, nil, t0)
 	if len(plan.Update) != 1 || plan.Writes() != 1 {
 		t.Fatalf("%d writes, want one update", plan.Writes())
 	}
@@ -176,7 +177,7 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 	if got := plan.Update[0].Nodes; !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("entries %+v, want %+v", got, want)
 	}
-	if plan := PlanSlices(testVPA, apply(existing, plan), recs, nil, t0); plan.Writes() != 0 {
+	if plan := PlanSlices(testVPA, apply(existing, plan), recs, Groups{}, nil, t0); plan.Writes() != 0 {
 		t.Errorf("the same recommendations again: %d writes, want none", plan.Writes())
 	}
 }
@@ -188,7 +189,7 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 func TestPlanSlicesStamps(t *testing.T) {
 	vpa := testVPA.DeepCopy()
 	vpa.Generation = 3
-	plan := PlanSlices(vpa, nil, nodeRecs(150, 100), nil, t0)
+	plan := PlanSlices(vpa, nil, nodeRecs(150, 100), Groups{}, nil, t0)
 	for _, s := range plan.Create {
 		if s.ObservedGeneration != 3 || !s.UpdateTime.Time.Equal(t0) {
 			t.Errorf("created slice: observedGeneration %d, updateTime %v; want 3, %v", s.ObservedGeneration, s.UpdateTime, t0)
@@ -196,11 +197,11 @@ func TestPlanSlicesStamps(t *testing.T) {
 	}
 	slices := apply(nil, plan)
 
-	if plan := PlanSlices(vpa, slices, nodeRecs(150, 100), nil, t0.Add(vpa_alpha.SliceRefreshInterval-time.Second)); plan.Writes() != 0 {
+	if plan := PlanSlices(vpa, slices, nodeRecs(150, 100), Groups{}, nil, t0.Add(vpa_alpha.SliceRefreshInterval-time.Second)); plan.Writes() != 0 {
 		t.Errorf("unchanged, before the refresh interval: %d writes, want none", plan.Writes())
 	}
 	refreshAt := t0.Add(vpa_alpha.SliceRefreshInterval)
-	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, refreshAt)
+	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), Groups{}, nil, refreshAt)
 	if len(plan.Update) != 2 || plan.Writes() != 2 {
 		t.Fatalf("unchanged, after the refresh interval: %d updates, %d writes; want both slices updated", len(plan.Update), plan.Writes())
 	}
@@ -211,7 +212,7 @@ func TestPlanSlicesStamps(t *testing.T) {
 	}
 
 	vpa.Generation = 4
-	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), nil, t0.Add(time.Minute))
+	plan = PlanSlices(vpa, slices, nodeRecs(150, 100), Groups{}, nil, t0.Add(time.Minute))
 	if len(plan.Update) != 2 {
 		t.Fatalf("new generation of the VPA: %d updates, want both slices", len(plan.Update))
 	}
@@ -230,7 +231,7 @@ func TestPlanSlicesStamps(t *testing.T) {
 func TestPlanSlicesRestampsKeptEntries(t *testing.T) {
 	vpa := testVPA.DeepCopy()
 	vpa.Generation = 3
-	slices := apply(nil, PlanSlices(vpa, nil, nodeRecs(150, 100), nil, t0))
+	slices := apply(nil, PlanSlices(vpa, nil, nodeRecs(150, 100), Groups{}, nil, t0))
 	kept := nodeRecs(150, 100)
 	kept[ref("node-0000")] = nil // in the first slice
 
@@ -243,7 +244,7 @@ func TestPlanSlicesRestampsKeptEntries(t *testing.T) {
 		{"new generation", 4, t0.Add(time.Minute)},
 	} {
 		vpa.Generation = c.generation
-		plan := PlanSlices(vpa, slices, kept, nil, c.now)
+		plan := PlanSlices(vpa, slices, kept, Groups{}, nil, c.now)
 		if len(plan.Update) != 2 || plan.Writes() != 2 {
 			t.Errorf("%s, with an entry kept without a recommendation: %d writes; want both slices updated", c.name, plan.Writes())
 			continue
@@ -272,7 +273,7 @@ func TestWriterSendsNoManagedFields(t *testing.T) {
 	})
 
 	recs := map[model.NodeRef]*vpa_types.RecommendedPodResources{ref("node-0000"): rec(900)}
-	if _, err := (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, nil); err != nil {
+	if _, err := (&Writer{Client: client.AutoscalingV1alpha1()}).Write(context.TODO(), testVPA, recs, Groups{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(sent) != 1 {
@@ -283,5 +284,76 @@ func TestWriterSendsNoManagedFields(t *testing.T) {
 	}
 	if got := sent[0].Nodes; len(got) != 1 || got[0].Recommendation.ContainerRecommendations[0].Target.Cpu().MilliValue() != 900 {
 		t.Errorf("the update sent entries %+v, want node-0000's new 900m", got)
+	}
+}
+
+// groupsIn returns the cpu target (milli) of each group in each slice, by
+// slice name and label value.
+func groupsIn(slices []*vpa_alpha.VerticalPodAutoscalerSlice) map[string]map[string]int64 {
+	groups := map[string]map[string]int64{}
+	for _, s := range slices {
+		for _, g := range s.Groups {
+			if groups[s.Name] == nil {
+				groups[s.Name] = map[string]int64{}
+			}
+			groups[s.Name][g.LabelValue] = g.Recommendation.ContainerRecommendations[0].Target.Cpu().MilliValue()
+		}
+	}
+	return groups
+}
+
+// TestPlanSlicesGroups: each slice holds the values of the groups of its nodes
+// that have one, so that a node of a group without an entry of its own finds
+// its group's; a value that moves within the hysteresis is not written again,
+// one that moves beyond it is, and a group whose last node leaves a slice
+// leaves it too.
+func TestPlanSlicesGroups(t *testing.T) {
+	recs := nodeRecs(150, 100) // node-0000..0099 in the first slice, the rest in the second
+	groups := Groups{Of: map[model.NodeRef]string{}, Recs: map[string]*vpa_types.RecommendedPodResources{"a": rec(400), "b": rec(800), "": rec(50)}}
+	for node := range recs {
+		switch {
+		case node.Name < "node-0050":
+			groups.Of[node] = "a"
+		case node.Name < "node-0120":
+			groups.Of[node] = "b"
+		case node.Name == "node-0149":
+			groups.Of[node] = "" // an empty value is a group like any other
+		}
+	}
+	groups.Of[ref("node-0148")] = "without-value"
+	slices := apply(nil, PlanSlices(testVPA, nil, recs, groups, nil, t0))
+	first, second := nodesIn(slices)["node-0000"], nodesIn(slices)["node-0149"]
+	want := map[string]map[string]int64{first: {"a": 400, "b": 800}, second: {"b": 800, "": 50}}
+	if got := groupsIn(slices); !reflect.DeepEqual(got, want) {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
+	if plan := PlanSlices(testVPA, slices, recs, groups, nil, t0); plan.Writes() != 0 {
+		t.Errorf("unchanged groups: %d writes, want none", plan.Writes())
+	}
+
+	hysteresis := &Hysteresis{Threshold: 0.1}
+	groups.Recs["a"] = rec(420) // 5 %
+	if plan := PlanSlices(testVPA, slices, recs, groups, hysteresis, t0); plan.Writes() != 0 {
+		t.Errorf("a group value within the hysteresis: %d writes, want none", plan.Writes())
+	}
+	groups.Recs["a"] = rec(480) // 20 %
+	plan := PlanSlices(testVPA, slices, recs, groups, hysteresis, t0)
+	if len(plan.Update) != 1 || plan.Update[0].Name != first || len(plan.Create)+len(plan.Delete) != 0 {
+		t.Fatalf("a group value beyond the hysteresis: plan %+v, want an update of %s", plan, first)
+	}
+	slices = apply(slices, plan)
+	if got := groupsIn(slices)[first]["a"]; got != 480 {
+		t.Errorf("group a in %s: %dm, want 480m", first, got)
+	}
+
+	for node := range recs {
+		if groups.Of[node] == "b" && node.Name >= "node-0100" {
+			delete(recs, node)
+		}
+	}
+	slices = apply(slices, PlanSlices(testVPA, slices, recs, groups, nil, t0))
+	want = map[string]map[string]int64{first: {"a": 480, "b": 800}, second: {"": 50}}
+	if got := groupsIn(slices); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the second slice's nodes of group b left: groups %v, want %v", got, want)
 	}
 }

@@ -86,11 +86,11 @@ func TestLongVPANames(t *testing.T) {
 			ctx := context.TODO()
 
 			writer := &Writer{Client: f.client.AutoscalingV1alpha1()}
-			if _, err := writer.Write(ctx, vpa, nodeRecs(150, 100), nil); err != nil {
+			if _, err := writer.Write(ctx, vpa, nodeRecs(150, 100), Groups{}, nil); err != nil {
 				t.Fatalf("first write: %v", err)
 			}
 			// The second write finds the slices of the first by their label.
-			if plan, err := writer.Write(ctx, vpa, nodeRecs(150, 100), nil); err != nil || plan.Writes() != 0 {
+			if plan, err := writer.Write(ctx, vpa, nodeRecs(150, 100), Groups{}, nil); err != nil || plan.Writes() != 0 {
 				t.Fatalf("second write of the same recommendations: %d writes, %v; want none", plan.Writes(), err)
 			}
 

@@ -72,7 +72,7 @@ type NodeScope struct {
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
 type NodeScopeWriter interface {
-	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, requests map[model.NodeRef][]nodescope.PodRequests) (nodescope.Plan, error)
+	Write(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, recs map[model.NodeRef]*vpa_types.RecommendedPodResources, groups nodescope.Groups, requests map[model.NodeRef][]nodescope.PodRequests) (nodescope.Plan, error)
 }
 
 // NodeScopeCleaner deletes the slices and checkpoint slices of VPAs that do not
@@ -190,10 +190,18 @@ func (r *recommender) nodeGroups(vpa *model.Vpa, nodes map[model.NodeRef]bool) m
 // estimate blended with its own by the confidence of its own history
 // (logic.Confidence.BlendWithGroup). Any other node gets its own estimate once
 // its pod has minHistory of history (its own and checkpointed), and maps to
-// nil before.
+// nil before. Each group with enough history also gets its estimate
+// (nodescope.Groups.Recs), for the nodes of the group that have no entry yet.
 func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[model.NodeRef]bool, groups map[model.NodeRef]string, minHistory time.Duration, confidence logic.Confidence,
 	observedVpa *vpa_types.VerticalPodAutoscaler, recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
-) map[model.NodeRef]*vpa_types.RecommendedPodResources {
+) (map[model.NodeRef]*vpa_types.RecommendedPodResources, nodescope.Groups) {
+	process := func(raw logic.RecommendedPodResources) *vpa_types.RecommendedPodResources {
+		rec := logic.MapToListOfRecommendedContainerResources(raw, format)
+		for _, p := range postProcessors {
+			rec = p.Process(observedVpa, rec)
+		}
+		return rec
+	}
 	autoscaledOf := func(containers model.ContainerNameToAggregateStateMap) model.ContainerNameToAggregateStateMap {
 		autoscaled := model.ContainerNameToAggregateStateMap{}
 		for name, state := range containers {
@@ -254,13 +262,16 @@ func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[m
 			recs[node] = nil
 			continue
 		}
-		rec := logic.MapToListOfRecommendedContainerResources(raw, format)
-		for _, p := range postProcessors {
-			rec = p.Process(observedVpa, rec)
-		}
-		recs[node] = rec
+		recs[node] = process(raw)
 	}
-	return recs
+	groupsOut := nodescope.Groups{Of: groups}
+	if len(groupRecs) > 0 {
+		groupsOut.Recs = make(map[string]*vpa_types.RecommendedPodResources, len(groupRecs))
+		for group, raw := range groupRecs {
+			groupsOut.Recs[group] = process(raw)
+		}
+	}
+	return recs, groupsOut
 }
 
 // NodeRequests returns the CPU and memory requests of the containers of the
@@ -370,11 +381,11 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 	r.loadNodeCheckpoints(loadCtx, vpa, observedVpa)
 	cancelLoad()
 	live, pods := r.liveNodes(vpa)
-	recs := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
+	recs, groups := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
 		observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
 	ctx, cancel := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
 	defer cancel()
-	plan, err := r.nodeScope.Writer.Write(ctx, observedVpa, recs, NodeRequests(r.clusterState, pods, live))
+	plan, err := r.nodeScope.Writer.Write(ctx, observedVpa, recs, groups, NodeRequests(r.clusterState, pods, live))
 	if err != nil {
 		klog.ErrorS(err, "Cannot write the per-node recommendations of VPA", "vpa", klog.KObj(observedVpa))
 	}

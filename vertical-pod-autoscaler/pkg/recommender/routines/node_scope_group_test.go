@@ -17,17 +17,21 @@ limitations under the License.
 package routines
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
 )
 
 // TestNodeGroupRecommendations: with spec.nodeScope.groupLabel, a node gets
@@ -68,8 +72,9 @@ func TestNodeGroupRecommendations(t *testing.T) {
 	modelVPA := f.modelVPA()
 	live, _ := f.r.liveNodes(modelVPA)
 	ungrouped := map[string]*vpa_types.RecommendedPodResources{}
-	for node, rec := range NodeRecommendations(f.cluster, modelVPA, live, nil, f.r.nodeScope.MinHistory, f.r.nodeScope.Confidence,
-		f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor) {
+	recs, _ := NodeRecommendations(f.cluster, modelVPA, live, nil, f.r.nodeScope.MinHistory, f.r.nodeScope.Confidence,
+		f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor)
+	for node, rec := range recs {
 		ungrouped[node.Name] = rec
 	}
 
@@ -143,6 +148,28 @@ func TestNodeGroupRecommendations(t *testing.T) {
 	for v, want := range values(*ungrouped["solo"]) {
 		if !near(values(got["solo"])[v], want) {
 			t.Errorf("solo %v: %v, want its own %v", v, values(got["solo"])[v], want)
+		}
+	}
+
+	// The slices hold each group's value, for nodes of the group that have
+	// no entry yet: a new node's first pod gets at admission what the node's
+	// entry will be. Group c has no value (10 minutes of history).
+	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupValues := map[string]vpa_types.RecommendedPodResources{}
+	for _, s := range list.Items {
+		for _, g := range s.Groups {
+			groupValues[g.LabelValue] = g.Recommendation
+		}
+	}
+	if len(groupValues) != 2 {
+		t.Errorf("group values for %d groups, want 2 (a and b)", len(groupValues))
+	}
+	for group, newNode := range map[string]string{"a": "a-new", "b": "b-new"} {
+		if !apiequality.Semantic.DeepEqual(groupValues[group], got[newNode]) {
+			t.Errorf("group %s's value %v, want what its new node %s got: %v", group, groupValues[group], newNode, got[newNode])
 		}
 	}
 }

@@ -246,8 +246,8 @@ func TestNodeScopedRecommendations(t *testing.T) {
 	client := f.r.nodeScope.Writer.(*nodescope.Writer).Client
 	modelVPA := f.cluster.VPAs()[model.VpaID{Namespace: "default", VpaName: "agent"}]
 	live, _ := f.r.liveNodes(modelVPA)
-	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA,
-		NodeRecommendations(f.cluster, modelVPA, live, nil, f.r.nodeScope.MinHistory, f.r.nodeScope.Confidence, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor), nil)
+	recs, groups := NodeRecommendations(f.cluster, modelVPA, live, nil, f.r.nodeScope.MinHistory, f.r.nodeScope.Confidence, f.apiVPA, f.r.podResourceRecommender, f.r.recommendationFormat, f.r.recommendationPostProcessor)
+	plan, err := (&nodescope.Writer{Client: client}).Write(context.TODO(), f.apiVPA, recs, groups, nil)
 	if err != nil || plan.Writes() != 0 {
 		t.Errorf("second write: %d writes (err %v), want none", plan.Writes(), err)
 	}

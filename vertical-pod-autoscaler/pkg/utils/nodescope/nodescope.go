@@ -151,7 +151,10 @@ type Lookup struct {
 // younger than StaleAfter. Only an entry with the UID of the Node of that name
 // counts; a node not in Nodes has none. A node found in two slices (a move
 // between them that a recommender restart cut short) takes the entry of the
-// newer slice.
+// newer slice. A node without an entry whose Node has the VPA's group label
+// (spec.nodeScope.groupLabel) gets its group's recommendation, from the newest
+// slice that holds it: a new node's first pod gets the value its node will
+// have until its own history counts.
 func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*vpa_types.RecommendedPodResources, bool) {
 	n, err := l.Nodes.Get(node)
 	if err != nil {
@@ -161,6 +164,47 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 	if err != nil {
 		return nil, false
 	}
+	rec, fresh := l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources {
+		for i := range s.Nodes {
+			if s.Nodes[i].NodeName == node && s.Nodes[i].NodeUID == n.UID {
+				return &s.Nodes[i].Recommendation
+			}
+		}
+		return nil
+	})
+	if rec == nil {
+		return l.groupEntry(vpa, n)
+	}
+	return rec, fresh
+}
+
+// groupEntry returns the recommendation of the node's group, or nil, and
+// whether the slice it is in is fresh.
+func (l *Lookup) groupEntry(vpa *vpa_types.VerticalPodAutoscaler, n *corev1.Node) (*vpa_types.RecommendedPodResources, bool) {
+	if vpa.Spec.NodeScope == nil || vpa.Spec.NodeScope.GroupLabel == "" {
+		return nil, false
+	}
+	value, found := n.Labels[vpa.Spec.NodeScope.GroupLabel]
+	if !found {
+		return nil, false
+	}
+	objs, err := l.Indexer.ByIndex(VPAIndex, string(vpa.UID))
+	if err != nil {
+		return nil, false
+	}
+	return l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources {
+		for i := range s.Groups {
+			if s.Groups[i].LabelValue == value {
+				return &s.Groups[i].Recommendation
+			}
+		}
+		return nil
+	})
+}
+
+// newest returns what find finds in the newest of the slices (by updateTime)
+// where it finds something, or nil, and whether that slice is fresh.
+func (l *Lookup) newest(objs []any, find func(*vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources) (*vpa_types.RecommendedPodResources, bool) {
 	var rec *vpa_types.RecommendedPodResources
 	var newest *vpa_alpha.VerticalPodAutoscalerSlice
 	for _, obj := range objs {
@@ -168,11 +212,8 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 		if newest != nil && !newest.UpdateTime.Before(&s.UpdateTime) {
 			continue
 		}
-		for i := range s.Nodes {
-			if s.Nodes[i].NodeName == node && s.Nodes[i].NodeUID == n.UID {
-				rec, newest = &s.Nodes[i].Recommendation, s
-				break
-			}
+		if found := find(s); found != nil {
+			rec, newest = found, s
 		}
 	}
 	if rec == nil {
@@ -182,7 +223,8 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 }
 
 // NodeRecommendation returns the recommendation the slices owned by the VPA
-// hold for the node, fresh or not, or nil.
+// hold for the node (its own or its group's, see NodeEntry), fresh or not, or
+// nil.
 func (l *Lookup) NodeRecommendation(vpa *vpa_types.VerticalPodAutoscaler, node string) *vpa_types.RecommendedPodResources {
 	rec, _ := l.NodeEntry(vpa, node)
 	return rec
@@ -229,7 +271,7 @@ func NodeScoped(scope vpa_types.VerticalPodAutoscalerScope, target *autoscalingv
 
 // ForPod returns the VPA as a pod admitted now sees it: for a VPA with scope
 // node and a DaemonSet target (and the gate on) whose slices hold an entry for
-// the pod's node, a copy whose status.recommendation is that node's, fresh
+// the pod's node or its group, a copy whose status.recommendation is that, fresh
 // or not (as upstream keeps applying a status.recommendation that its
 // recommender no longer updates); otherwise the VPA itself, whose
 // recommendation is the DaemonSet-wide one.

@@ -398,3 +398,71 @@ func TestNodeEntryInTwoSlices(t *testing.T) {
 		t.Errorf("entry %v, fresh %t; want the newer slice's 2 cores, fresh", rec, fresh)
 	}
 }
+
+// TestNodesWithoutEntryGetTheirGroups: with a group label, a node that has no
+// entry of its own (a new node, or a machine that registered again under a
+// name) gets its group's recommendation from the admission controller and the
+// updater alike, so that the updater does not evict a new node's first pod
+// admitted with it; a node with an entry keeps its own, a node without the
+// label or in a group without a value gets the DaemonSet-wide one, and a
+// stale group value is left alone by the updater, as a stale entry is.
+func TestNodesWithoutEntryGetTheirGroups(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	written := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, n := range []struct{ name, pool string }{{"busy", "big"}, {"new", "big"}, {"new-small", "small"}, {"unlabelled", ""}, {"reused", "big"}} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: types.UID("uid-" + n.name)}}
+		if n.pool != "" {
+			node.Labels = map[string]string{"pool": n.pool}
+		}
+		if err := nodes.Add(node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vpa := daemonSetVPA(vpa_types.ScopeNode, nil)
+	vpa.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: "pool"}
+	for _, tc := range []struct {
+		name  string
+		age   time.Duration
+		vpa   *vpa_types.VerticalPodAutoscaler
+		node  string
+		want  string // cpu target for the admission controller
+		wantU string // and the updater; the pod requests 100m, the DaemonSet-wide is 300m
+	}{
+		{name: "own entry", vpa: vpa, node: "busy", want: "2", wantU: "2"},
+		{name: "new node of a group", vpa: vpa, node: "new", want: "1500m", wantU: "1500m"},
+		{name: "an earlier machine's name", vpa: vpa, node: "reused", want: "1500m", wantU: "1500m"},
+		{name: "group without a value", vpa: vpa, node: "new-small", want: "300m", wantU: "300m"},
+		{name: "no label", vpa: vpa, node: "unlabelled", want: "300m", wantU: "300m"},
+		{name: "no group label", vpa: daemonSetVPA(vpa_types.ScopeNode, nil), node: "new", want: "300m", wantU: "300m"},
+		{name: "stale group value", age: vpa_alpha.SliceStaleAfter, vpa: vpa, node: "new", want: "1500m", wantU: "100m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
+			if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+				ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(written),
+				Nodes: []vpa_alpha.NodeRecommendation{
+					{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources("2", "2Gi")},
+					{NodeName: "reused", NodeUID: "uid-earlier-machine", Recommendation: *podResources("3", "3Gi")},
+				},
+				Groups: []vpa_alpha.GroupRecommendation{{LabelValue: "big", Recommendation: *podResources("1500m", "1Gi")}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			l := &Lookup{Indexer: indexer, Nodes: listersv1.NewNodeLister(nodes), Clock: clocktesting.NewFakePassiveClock(written.Add(tc.age))}
+			for _, c := range []struct {
+				role Role
+				want string
+			}{{AdmissionController, tc.want}, {Updater, tc.wantU}} {
+				p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: c.role}
+				rec, _, err := p.Apply(tc.vpa, daemonSetPod(tc.node, c.role == Updater))
+				if err != nil {
+					t.Fatalf("%s: %v", c.role, err)
+				}
+				if got := rec.ContainerRecommendations[0].Target[corev1.ResourceCPU]; got.Cmp(resource.MustParse(c.want)) != 0 {
+					t.Errorf("%s: cpu target %s, want %s", c.role, got.String(), c.want)
+				}
+			}
+		})
+	}
+}

@@ -37,10 +37,11 @@ const (
 	// VerticalPodAutoscalerSlice whose content did not change, to renew its
 	// updateTime.
 	SliceRefreshInterval = 10 * time.Minute
-	// SliceStaleAfter is the age of updateTime from which the admission
-	// controller and the updater no longer use a VerticalPodAutoscalerSlice
-	// and take the VerticalPodAutoscaler's status.recommendation instead:
-	// three refresh intervals, so that two missed refreshes do not matter.
+	// SliceStaleAfter is the age of updateTime from which a
+	// VerticalPodAutoscalerSlice is stale: the updater leaves the pods whose
+	// recommendation it holds alone, while the admission controller still
+	// gives them its values, so that a recommender outage moves no pod. Three
+	// refresh intervals, so that two missed refreshes do not matter.
 	SliceStaleAfter = 3 * SliceRefreshInterval
 
 	// VPANameLabel is the label that names the VerticalPodAutoscaler of a slice,
@@ -89,7 +90,8 @@ func VPANameLabelValue(vpaName string) string {
 // VerticalPodAutoscaler with scope node, for at most 100 nodes. The recommender
 // writes the slices of a VerticalPodAutoscaler and owns them (ownerReference),
 // the admission controller and the updater read them. A node that has no entry
-// gets the VerticalPodAutoscaler's own recommendation (status.recommendation).
+// gets its node group's (groups), or, in no group with one, the
+// VerticalPodAutoscaler's own recommendation (status.recommendation).
 type VerticalPodAutoscalerSlice struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -107,8 +109,9 @@ type VerticalPodAutoscalerSlice struct {
 
 	// updateTime is when the recommender last wrote the slice; it rewrites
 	// unchanged slices every 10 minutes (SliceRefreshInterval). A slice
-	// without it, or 30 minutes old (SliceStaleAfter), is not used: the pods
-	// get the VerticalPodAutoscaler's status.recommendation.
+	// without it, or 30 minutes old (SliceStaleAfter), is stale: the updater
+	// neither evicts nor resizes the pods whose recommendation it holds, and
+	// the admission controller still gives new pods its values.
 	// +nullable
 	// +optional
 	UpdateTime metav1.Time `json:"updateTime,omitempty"`
@@ -119,6 +122,19 @@ type VerticalPodAutoscalerSlice struct {
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
 	Nodes []NodeRecommendation `json:"nodes,omitempty"`
+
+	// groups holds the recommendation of each node group of the slice's nodes
+	// (by the VerticalPodAutoscaler's nodeScope.groupLabel) whose nodes have
+	// enough history together. A node of a group that has no entry of its own,
+	// such as a new node or one that registered again under the same name,
+	// gets its group's: the admission controller and the updater find it by
+	// the node's value of the group label, in any slice of the
+	// VerticalPodAutoscaler.
+	// +listType=map
+	// +listMapKey=labelValue
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Groups []GroupRecommendation `json:"groups,omitempty"`
 }
 
 // NodeRecommendation is the recommendation for the pod on one node.
@@ -137,6 +153,18 @@ type NodeRecommendation struct {
 
 	// recommendation holds the resources recommended for the containers of
 	// the pod on this node.
+	Recommendation vpa_types.RecommendedPodResources `json:"recommendation"`
+}
+
+// GroupRecommendation is the recommendation for the pod on a node of one node
+// group.
+type GroupRecommendation struct {
+	// labelValue is the value of the group label on the group's nodes.
+	// +kubebuilder:validation:MaxLength=63
+	LabelValue string `json:"labelValue"`
+
+	// recommendation holds the resources recommended for the containers of
+	// the pod on a node of the group that has no entry of its own.
 	Recommendation vpa_types.RecommendedPodResources `json:"recommendation"`
 }
 
