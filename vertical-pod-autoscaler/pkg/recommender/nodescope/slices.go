@@ -97,8 +97,10 @@ func (g Groups) forSlice(nodes []vpa_alpha.NodeRecommendation, live map[string]m
 // unchanged slice is rewritten when its stamp is of another generation or
 // vpa_alpha.SliceRefreshInterval old, so that the admission controller and
 // the updater can tell a recommender that stopped writing (SliceStaleAfter).
-// The stamp tells that the writer is alive, not that each entry is fresh: an
-// entry kept without a recommendation (nil in recs) is stamped with the rest.
+// The stamp tells that the writer is alive; each entry's computedTime tells
+// that its node's recommendation was computed: the entries of the nodes with
+// one in recs are stamped with their slice, an entry kept without a
+// recommendation (nil in recs) keeps its computedTime.
 //
 // Nodes stay in their slice (sticky, as EndpointSlices): a node without an
 // entry goes to the first slice with room, in the order of the slices' names,
@@ -133,6 +135,9 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			}
 			switch rec := recs[node]; {
 			case rec != nil && entry.NodeUID == node.UID && hysteresis.Keeps(node, &entry.Recommendation, rec):
+			case rec != nil && entry.NodeUID == node.UID:
+				// The stamp is renewed when the slice is written (below).
+				entry.Recommendation = *rec
 			case rec != nil:
 				entry = vpa_alpha.NodeRecommendation{NodeName: node.Name, NodeUID: node.UID, Recommendation: *rec}
 			case entry.NodeUID != node.UID:
@@ -179,6 +184,14 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 		}
 		if changed[i] {
 			s.ObservedGeneration, s.UpdateTime = vpa.Generation, metav1.NewTime(now)
+			// Entries computed in this loop are stamped when their slice is
+			// written anyway; an entry kept without a recommendation keeps
+			// its stamp, and goes stale on its own.
+			for j := range s.Nodes {
+				if recs[live[s.Nodes[j].NodeName]] != nil {
+					s.Nodes[j].ComputedTime = s.UpdateTime.DeepCopy()
+				}
+			}
 		}
 		switch {
 		case len(s.Nodes) == 0 && s.Name != "":

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
@@ -172,7 +173,7 @@ func TestPlanSlicesNodeIdentity(t *testing.T) {
 		t.Fatalf("%d writes, want one update", plan.Writes())
 	}
 	want := []vpa_alpha.NodeRecommendation{
-		{NodeName: "node-0002", NodeUID: ref("node-0002").UID, Recommendation: *rec(100)},
+		{NodeName: "node-0002", NodeUID: ref("node-0002").UID, ComputedTime: ptr.To(metav1.NewTime(t0)), Recommendation: *rec(100)},
 	}
 	if got := plan.Update[0].Nodes; !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("entries %+v, want %+v", got, want)
@@ -253,6 +254,30 @@ func TestPlanSlicesRestampsKeptEntries(t *testing.T) {
 			if !s.UpdateTime.Time.Equal(c.now) || s.ObservedGeneration != c.generation {
 				t.Errorf("%s: slice of %d nodes stamped %v, generation %d; want %v, %d", c.name, len(s.Nodes), s.UpdateTime, s.ObservedGeneration, c.now, c.generation)
 			}
+		}
+	}
+}
+
+// TestPlanSlicesStampsComputedEntries: an entry's computedTime is the last
+// write of its slice that found a recommendation for its node; an entry kept
+// without one keeps its computedTime while its slice is restamped, so that
+// the readers can tell it stale on its own.
+func TestPlanSlicesStampsComputedEntries(t *testing.T) {
+	slices := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), Groups{}, nil, t0))
+	kept := nodeRecs(3, 100)
+	kept[ref("node-0000")] = nil
+	refresh := t0.Add(vpa_alpha.SliceRefreshInterval)
+	plan := PlanSlices(testVPA, slices, kept, Groups{}, nil, refresh)
+	if len(plan.Update) != 1 {
+		t.Fatalf("%d writes at the refresh, want one update", plan.Writes())
+	}
+	for _, entry := range plan.Update[0].Nodes {
+		want := refresh
+		if entry.NodeName == "node-0000" {
+			want = t0
+		}
+		if entry.ComputedTime == nil || !entry.ComputedTime.Time.Equal(want) {
+			t.Errorf("%s: computedTime %v, want %v", entry.NodeName, entry.ComputedTime, want)
 		}
 	}
 }

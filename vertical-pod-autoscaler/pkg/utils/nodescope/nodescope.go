@@ -147,8 +147,8 @@ type Lookup struct {
 }
 
 // NodeEntry returns the recommendation the slices owned by the VPA hold for
-// the node, or nil, and whether the slice it is in is fresh: its updateTime
-// younger than StaleAfter. Only an entry with the UID of the Node of that name
+// the node, or nil, and whether it is fresh: its slice's updateTime and its
+// own computedTime, if it has one, younger than StaleAfter. Only an entry with the UID of the Node of that name
 // counts; a node not in Nodes has none. A node found in two slices (a move
 // between them that a recommender restart cut short) takes the entry of the
 // newer slice. A node without an entry whose Node has the VPA's group label
@@ -164,13 +164,13 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 	if err != nil {
 		return nil, false
 	}
-	rec, fresh := l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources {
+	rec, fresh := l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) (*vpa_types.RecommendedPodResources, *metav1.Time) {
 		for i := range s.Nodes {
 			if s.Nodes[i].NodeName == node && s.Nodes[i].NodeUID == n.UID {
-				return &s.Nodes[i].Recommendation
+				return &s.Nodes[i].Recommendation, s.Nodes[i].ComputedTime
 			}
 		}
-		return nil
+		return nil, nil
 	})
 	if rec == nil {
 		return l.groupEntry(vpa, n)
@@ -192,34 +192,36 @@ func (l *Lookup) groupEntry(vpa *vpa_types.VerticalPodAutoscaler, n *corev1.Node
 	if err != nil {
 		return nil, false
 	}
-	return l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources {
+	return l.newest(objs, func(s *vpa_alpha.VerticalPodAutoscalerSlice) (*vpa_types.RecommendedPodResources, *metav1.Time) {
 		for i := range s.Groups {
 			if s.Groups[i].LabelValue == value {
-				return &s.Groups[i].Recommendation
+				return &s.Groups[i].Recommendation, nil
 			}
 		}
-		return nil
+		return nil, nil
 	})
 }
 
 // newest returns what find finds in the newest of the slices (by updateTime)
-// where it finds something, or nil, and whether that slice is fresh.
-func (l *Lookup) newest(objs []any, find func(*vpa_alpha.VerticalPodAutoscalerSlice) *vpa_types.RecommendedPodResources) (*vpa_types.RecommendedPodResources, bool) {
+// where it finds something, or nil, and whether it is fresh: that slice is,
+// and so is the time find gives with it (an entry's computedTime), if any.
+func (l *Lookup) newest(objs []any, find func(*vpa_alpha.VerticalPodAutoscalerSlice) (*vpa_types.RecommendedPodResources, *metav1.Time)) (*vpa_types.RecommendedPodResources, bool) {
 	var rec *vpa_types.RecommendedPodResources
+	var computed *metav1.Time
 	var newest *vpa_alpha.VerticalPodAutoscalerSlice
 	for _, obj := range objs {
 		s := obj.(*vpa_alpha.VerticalPodAutoscalerSlice)
 		if newest != nil && !newest.UpdateTime.Before(&s.UpdateTime) {
 			continue
 		}
-		if found := find(s); found != nil {
-			rec, newest = found, s
+		if found, at := find(s); found != nil {
+			rec, computed, newest = found, at, s
 		}
 	}
 	if rec == nil {
 		return nil, false
 	}
-	return rec, !l.stale(newest)
+	return rec, !l.stale(newest.UpdateTime) && (computed == nil || !l.stale(*computed))
 }
 
 // NodeRecommendation returns the recommendation the slices owned by the VPA
@@ -241,14 +243,16 @@ func (l *Lookup) AllStale(vpa *vpa_types.VerticalPodAutoscaler) bool {
 		return false
 	}
 	for _, obj := range objs {
-		if !l.stale(obj.(*vpa_alpha.VerticalPodAutoscalerSlice)) {
+		if !l.stale(obj.(*vpa_alpha.VerticalPodAutoscalerSlice).UpdateTime) {
 			return false
 		}
 	}
 	return true
 }
 
-func (l *Lookup) stale(s *vpa_alpha.VerticalPodAutoscalerSlice) bool {
+// stale tells whether a slice written, or an entry computed, at the given time
+// is stale: StaleAfter ago or earlier, or never.
+func (l *Lookup) stale(at metav1.Time) bool {
 	now := time.Now()
 	if l.Clock != nil {
 		now = l.Clock.Now()
@@ -257,7 +261,7 @@ func (l *Lookup) stale(s *vpa_alpha.VerticalPodAutoscalerSlice) bool {
 	if after <= 0 {
 		after = vpa_alpha.SliceStaleAfter
 	}
-	return s.UpdateTime.IsZero() || !now.Before(s.UpdateTime.Add(after))
+	return at.IsZero() || !now.Before(at.Add(after))
 }
 
 // NodeScoped tells whether a VPA of the given scope and target gets one

@@ -466,3 +466,42 @@ func TestNodesWithoutEntryGetTheirGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestEntriesGoStaleOnTheirOwn: an entry kept without a recommendation (its
+// node's history is short again) keeps its computedTime while its slice is
+// rewritten: the updater leaves its pod alone once that is StaleAfter old, as
+// for a stale slice, while the other entries of the slice stay fresh. An entry
+// without computedTime is as fresh as its slice.
+func TestEntriesGoStaleOnTheirOwn(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
+	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.NewTime(now),
+		Nodes: []vpa_alpha.NodeRecommendation{
+			{NodeName: "busy", NodeUID: "uid-busy", ComputedTime: ptr.To(metav1.NewTime(now)), Recommendation: *podResources("2", "2Gi")},
+			{NodeName: "quiet", NodeUID: "uid-quiet", ComputedTime: ptr.To(metav1.NewTime(now.Add(-vpa_alpha.SliceStaleAfter))), Recommendation: *podResources("50m", "64Mi")},
+			{NodeName: "third", NodeUID: "uid-third", Recommendation: *podResources("700m", "1Gi")},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lookup{Indexer: indexer, Nodes: testNodes(t), Clock: clocktesting.NewFakePassiveClock(now)}
+	vpa := daemonSetVPA(vpa_types.ScopeNode, nil)
+	for node, want := range map[string]struct{ admission, updater string }{
+		"busy":  {"2", "2"},
+		"quiet": {"50m", "100m"}, // the pod's own request: left alone
+		"third": {"700m", "700m"},
+	} {
+		for role, cpu := range map[Role]string{AdmissionController: want.admission, Updater: want.updater} {
+			p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: role}
+			rec, _, err := p.Apply(vpa, daemonSetPod(node, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.ContainerRecommendations[0].Target[corev1.ResourceCPU]; got.Cmp(resource.MustParse(cpu)) != 0 {
+				t.Errorf("%s on node %s: cpu target %s, want %s", role, node, got.String(), cpu)
+			}
+		}
+	}
+}

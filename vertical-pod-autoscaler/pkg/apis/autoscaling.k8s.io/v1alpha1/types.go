@@ -151,6 +151,15 @@ type NodeRecommendation struct {
 	// +optional
 	NodeUID types.UID `json:"nodeUID,omitempty"`
 
+	// computedTime is when the recommender last computed a recommendation for
+	// the node that this entry stands for (the entry itself, or one within
+	// the rewrite threshold of it). An entry the recommender keeps while it
+	// cannot compute one (the node's own history is too short again) keeps
+	// its computedTime, so that it goes stale (SliceStaleAfter) although its
+	// slice is written. Without it, the entry is as old as its slice.
+	// +optional
+	ComputedTime *metav1.Time `json:"computedTime,omitempty"`
+
 	// recommendation holds the resources recommended for the containers of
 	// the pod on this node.
 	Recommendation vpa_types.RecommendedPodResources `json:"recommendation"`
