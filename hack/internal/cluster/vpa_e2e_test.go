@@ -875,8 +875,13 @@ ports:
 }
 
 func (v *vpaComponents) daemon(name string, gate bool) Daemon {
-	args := []string{"--kubeconfig=" + v.kubeconfigs[name], fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", gate),
-		"--vpa-object-namespace=" + v.ns, "--v=4"}
+	args := []string{"--kubeconfig=" + v.kubeconfigs[name], fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", gate), "--v=4"}
+	if !gate {
+		// With the gate the components watch every namespace, as deployed
+		// by default; without it, the test's only, so that both ways of
+		// listing VPAs and slices run.
+		args = append(args, "--vpa-object-namespace="+v.ns)
+	}
 	// As deploy/'s Deployments set it: the namespace of the status Lease.
 	env := []string{"NAMESPACE=" + vpaNamespace}
 	switch name {
