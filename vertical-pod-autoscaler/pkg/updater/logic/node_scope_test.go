@@ -469,3 +469,85 @@ func freshSlice(t *testing.T, lookup *nodescope.Lookup, now time.Time) *vpa_alph
 	s.UpdateTime = metav1.NewTime(now)
 	return s
 }
+
+// TestNodeScopeUpdaterActsOnTheNodesRange: the updater compares a node-scoped
+// DaemonSet's pod with its own node's range, not the DaemonSet-wide one: a pod
+// at the DaemonSet-wide value on a node whose range is above it is evicted
+// (Recreate) or resized (InPlaceOrRecreate), a pod at its node's value is left
+// alone, although the DaemonSet-wide range would move both the other way.
+func TestNodeScopeUpdaterActsOnTheNodesRange(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.InPlace, true)
+	for _, tc := range []struct {
+		mode                  vpa_types.UpdateMode
+		wantEvicted, wantSize []string
+	}{
+		{mode: vpa_types.UpdateModeRecreate, wantEvicted: []string{"agent-busy"}},
+		{mode: vpa_types.UpdateModeInPlaceOrRecreate, wantSize: []string{"agent-busy"}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			c := newComponents(t, clk, nsLookup(t, clk, clk.Now()), true, true)
+			busy, quiet := nsPod("busy"), nsPod("quiet")
+			for pod, cpu := range map[*corev1.Pod]string{busy: nsWide, quiet: nsQuiet} {
+				pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+				pod.Spec.NodeName = pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0]
+			}
+			evicted, resized := runUpdater(t, c.updater, nsVPA(tc.mode), []*corev1.Pod{busy, quiet})
+			if fmt.Sprint(evicted) != fmt.Sprint(tc.wantEvicted) || fmt.Sprint(resized) != fmt.Sprint(tc.wantSize) {
+				t.Errorf("evicted %v and resized %v, want evicted %v and resized %v", evicted, resized, tc.wantEvicted, tc.wantSize)
+			}
+		})
+	}
+}
+
+// TestNodeScopeNewNodeOfAGroupStartsOnce: the first pod on a new node of a
+// grouped VPA is admitted with its group's value, and in Recreate mode the
+// updater leaves it alone, before and after the recommender writes the node's
+// own entry (its group's value: the node has no history yet). Before, the pod
+// was admitted with the DaemonSet-wide value and evicted once its node had an
+// entry: a second start of every new node's agent.
+func TestNodeScopeNewNodeOfAGroupStartsOnce(t *testing.T) {
+	const group = "1"
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, name := range []string{"busy", "new"} {
+		if err := nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"pool": "p"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slice := &vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: vpa_types.SchemeGroupVersion.String(), Kind: "VerticalPodAutoscaler", Name: "agent", UID: "agent-uid", Controller: ptr.To(true),
+		}}},
+		VPAName:    "agent",
+		UpdateTime: metav1.NewTime(clk.Now()),
+		Nodes:      []vpa_alpha.NodeRecommendation{{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *nsRec(nsBusy)}},
+		Groups:     []vpa_alpha.GroupRecommendation{{LabelValue: "p", Recommendation: *nsRec(group)}},
+	}
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nodescope.Indexers())
+	if err := slices.Add(slice); err != nil {
+		t.Fatal(err)
+	}
+	c := newComponents(t, clk, &nodescope.Lookup{Indexer: slices, Nodes: listersv1.NewNodeLister(nodes), Clock: clk}, true, true)
+	vpa := nsVPA(vpa_types.UpdateModeRecreate)
+	vpa.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: "pool"}
+	first := nsPod("new")
+	if got := admit(t, c.admission, vpa, first); got != group {
+		t.Fatalf("the new node's first pod admitted with cpu %s, want its group's %s", got, group)
+	}
+	check := func(when string) {
+		t.Helper()
+		if evicted, resized := runUpdater(t, c.updater, vpa, []*corev1.Pod{first}); len(evicted)+len(resized) > 0 {
+			t.Errorf("%s: the updater evicted %v and resized %v, want neither", when, evicted, resized)
+		}
+	}
+	check("before the node's entry")
+	slice = slice.DeepCopy()
+	slice.Nodes = append(slice.Nodes, vpa_alpha.NodeRecommendation{NodeName: "new", NodeUID: "uid-new", Recommendation: *nsRec(group)})
+	if err := slices.Update(slice); err != nil {
+		t.Fatal(err)
+	}
+	check("after the node's entry")
+}

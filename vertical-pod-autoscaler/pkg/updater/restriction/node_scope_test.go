@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,10 +54,9 @@ func cpuMemRec(cpu, mem string) *vpa_types.RecommendedPodResources {
 func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.InPlace, true)
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
-	replicas := int32(1)
-	rc := corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "default"}, TypeMeta: metav1.TypeMeta{Kind: "ReplicationController"},
-		Spec: corev1.ReplicationControllerSpec{Replicas: &replicas}}
-	pod := test.Pod().WithName("agent-busy").WithUID("agent-busy-uid").WithCreator(&rc.ObjectMeta, &rc.TypeMeta).Get()
+	ds := appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"}, TypeMeta: metav1.TypeMeta{Kind: "DaemonSet"},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, NumberReady: 1}}
+	pod := test.Pod().WithName("agent-busy").WithUID("agent-busy-uid").WithCreator(&ds.ObjectMeta, &ds.TypeMeta).Get()
 	pod.Spec.NodeName = "busy"
 
 	vpa := getIPVpa()
@@ -81,7 +81,7 @@ func TestNodeScopedInfeasibleAttempts(t *testing.T) {
 	processor := &nodescope.RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(nil), Lookup: &nodescope.Lookup{Indexer: indexer, Nodes: listersv1.NewNodeLister(nodes)}, Role: nodescope.Updater}
 	attempts := map[types.UID]*vpa_types.RecommendedPodResources{pod.UID: cpuMemRec("2", "2Gi")}
 
-	factory, err := getRestrictionFactory(&rc, nil, nil, nil, 1, 0.5, baseclocktest.NewFakeClock(time.Time{}), map[string]time.Time{}, GetFakeCalculatorsWithFakeResourceCalc(), false)
+	factory, err := getRestrictionFactory(nil, nil, nil, &ds, 1, 0.5, baseclocktest.NewFakeClock(time.Time{}), map[string]time.Time{}, GetFakeCalculatorsWithFakeResourceCalc(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
