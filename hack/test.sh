@@ -71,13 +71,15 @@ wait_packages() {
 echo "== verify"
 CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 
-# The cluster lane: the local cluster smoke and the VPA's end-to-end test spend most
-# of their time waiting for their clusters (both cores were about half idle through
-# them), so they run in a lane of their own beside the CPU-bound steps, from the end
-# of verify on: the cluster binaries and the VPA's then reuse its -race compiles.
-# The lane's builds run niced, the clusters not. Its output is printed when the run
-# waits for it, before the summary. The two use the local cluster's ports, which no
-# other step uses (the integration tests' etcd listens on 23790 and up).
+# The cluster lane: the local cluster smoke, the Feature API's processes test and
+# the VPA's end-to-end test spend most of their time waiting for their servers
+# (both cores were about half idle through them), so they run in a lane of their
+# own beside the CPU-bound steps, from the end of verify on: the cluster binaries
+# and the VPA's then reuse its -race compiles. The lane's builds run niced, the
+# servers not. Its output is printed when the run waits for it, before the summary.
+# The smoke and the VPA test use the local cluster's ports, the processes test
+# 16443-16445 and an etcd on 23791/23792; no other step uses them (the integration
+# tests' etcd listens on 23790, 23800, ...).
 cluster_lane() {
   # The packages (containerd, runc, the CNI plugins, etcd) the clusters run on.
   while [ -n "$packages_pid" ] && kill -0 "$packages_pid" 2>/dev/null; do sleep 2; done
@@ -86,6 +88,11 @@ cluster_lane() {
     go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
     gojson "$TESTOUT/smoke.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestSmoke$' ./hack/internal/cluster
     "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
+    # Three kube-apiservers of the same build, on an etcd and ports of their own
+    # (not the local cluster's, nor the integration tests' etcd).
+    echo "== Feature API: three kube-apiserver processes (disagreement, rolling restart, SIGTERM, kill -9, mixed versions)"
+    gojson "$TESTOUT/featureapi-processes.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestFeatureAPIProcesses$' ./hack/internal/cluster
+    "$SUMMARY" "$TESTOUT/featureapi-processes.json" | tail -n 1
   fi
   echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
   # What the test runs: metrics-server (a module graph of its own) and the VPA's
