@@ -33,6 +33,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -620,15 +621,29 @@ spec:
 		t.Fatalf("group linux's cpu target %s is the DaemonSet-wide one: the test cannot tell them apart", group.cpu().String())
 	}
 	t.Logf("MEASURED group linux's value in the slices %s after the VPA got its group label: %v (DaemonSet-wide %v)", time.Since(start).Round(time.Second), group, wide)
-	oldBusyPod := daemonPods(t, ctx, cs, ns.Name)[busyNode]
+	// The deleted machine's pod goes as the pod garbage collector would take
+	// it (after its quarantine): a new machine has none of its pods.
+	pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=" + busyNode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(0)
+	for _, old := range pods.Items {
+		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &now}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		left, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=" + busyNode})
+		return err == nil && len(left.Items) == 0, nil
+	}); err != nil {
+		t.Fatalf("the deleted node's pods are still there: %v", err)
+	}
 	if err := c.Up(ctx); err != nil {
 		t.Fatalf("second node up again: %v", err)
 	}
 	start = time.Now()
 	firstPod := waitDaemonPods(t, ctx, cs, ns.Name, []string{busyNode})[busyNode]
-	if firstPod.UID == oldBusyPod.UID {
-		t.Fatalf("node %s came back with its earlier pod %s", busyNode, firstPod.Name)
-	}
 	groupNow := sliceGroupTargets(t, ctx, dyn, ns.Name)["linux"]
 	if got := podCPURequest(firstPod); got.Cmp(*group.cpu()) != 0 && (groupNow.target == nil || got.Cmp(*groupNow.cpu()) != 0) {
 		t.Errorf("the new node's first pod %s requests cpu %s, want its group's target %s (DaemonSet-wide %s)", firstPod.Name, got.String(), group.cpu().String(), wide.cpu().String())

@@ -139,6 +139,11 @@ type Lookup struct {
 	// carries the UID of the Node of its name, so that a machine that takes
 	// the name of a deleted one gets nothing of the earlier machine's.
 	Nodes listersv1.NodeLister
+	// GetNode, if set, reads a node that Nodes does not hold from the API
+	// server: a node registered a moment ago, whose first pod the DaemonSet
+	// controller created before the cache saw the node (the admission
+	// controller).
+	GetNode func(name string) (*corev1.Node, error)
 	// Clock tells the age of the slices; nil: the real clock.
 	Clock clock.PassiveClock
 	// StaleAfter is the age from which a slice is stale; 0:
@@ -157,6 +162,9 @@ type Lookup struct {
 // have until its own history counts.
 func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*vpa_types.RecommendedPodResources, bool) {
 	n, err := l.Nodes.Get(node)
+	if err != nil && l.GetNode != nil {
+		n, err = l.GetNode(node)
+	}
 	if err != nil {
 		return nil, false
 	}
@@ -555,6 +563,10 @@ func NewLookup(vpaClient *vpa_clientset.Clientset, namespace string, stopCh <-ch
 	return &Lookup{Indexer: store.(cache.Indexer)}, nil
 }
 
+// getNodeTimeout bounds the admission controller's read of a node its cache
+// does not hold yet, well within the webhook's timeout.
+const getNodeTimeout = 2 * time.Second
+
 // NewNodeLister starts an informer over the nodes that keeps their name, UID
 // and labels only (a few hundred bytes a node), and waits for it to sync
 // within accessCheckTimeout.
@@ -633,6 +645,14 @@ func WrapRecommendationProcessor(inner vpa_api_util.RecommendationProcessor, opt
 	lookup.StaleAfter = opts.StaleAfter
 	if lookup.Nodes, err = NewNodeLister(opts.KubeClient, stopCh); err != nil {
 		return nil, err
+	}
+	if opts.Role == AdmissionController {
+		nodes := opts.KubeClient.CoreV1().Nodes()
+		lookup.GetNode = func(name string) (*corev1.Node, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), getNodeTimeout)
+			defer cancel()
+			return nodes.Get(ctx, name, metav1.GetOptions{})
+		}
 	}
 	identity, err := os.Hostname()
 	if err != nil {

@@ -505,3 +505,47 @@ func TestEntriesGoStaleOnTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupReadsANodeItsCacheDoesNotHoldYet: the DaemonSet controller may
+// create a new node's first pod before the admission controller's node cache
+// has seen the node; the admission controller then reads the node from the
+// API server (GetNode), so that the pod gets its group's value all the same.
+func TestLookupReadsANodeItsCacheDoesNotHoldYet(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
+	if err := indexer.Add(&vpa_alpha.VerticalPodAutoscalerSlice{
+		ObjectMeta: sliceMeta("agent-a", "agent", "agent-uid"), VPAName: "agent", UpdateTime: metav1.Now(),
+		Nodes:  []vpa_alpha.NodeRecommendation{{NodeName: "busy", NodeUID: "uid-busy", Recommendation: *podResources("2", "2Gi")}},
+		Groups: []vpa_alpha.GroupRecommendation{{LabelValue: "big", Recommendation: *podResources("1500m", "1Gi")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vpa := daemonSetVPA(vpa_types.ScopeNode, nil)
+	vpa.Spec.NodeScope = &vpa_types.NodeScopePolicy{GroupLabel: "pool"}
+	var read []string
+	getNode := func(name string) (*corev1.Node, error) {
+		read = append(read, name)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + types.UID(name), Labels: map[string]string{"pool": "big"}}}, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		getNode func(string) (*corev1.Node, error)
+		want    string
+	}{
+		{name: "cache only", want: "300m"},
+		{name: "read from the API server", getNode: getNode, want: "1500m"},
+	} {
+		l := &Lookup{Indexer: indexer, Nodes: testNodes(t), GetNode: tc.getNode}
+		p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: AdmissionController}
+		rec, _, err := p.Apply(vpa, daemonSetPod("just-registered", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.ContainerRecommendations[0].Target[corev1.ResourceCPU]; got.Cmp(resource.MustParse(tc.want)) != 0 {
+			t.Errorf("%s: cpu target %s, want %s", tc.name, got.String(), tc.want)
+		}
+	}
+	if len(read) != 1 || read[0] != "just-registered" {
+		t.Errorf("nodes read from the API server: %v, want only the one the cache does not hold", read)
+	}
+}
