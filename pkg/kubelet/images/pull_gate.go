@@ -77,6 +77,9 @@ type pullGate struct {
 	// confirming is set while the runtime is asked whether it still enforces the
 	// limit (confirmLocked).
 	confirming bool
+	// reports counts the status polls' reports (setDelegated), so that an answer
+	// to confirmLocked older than a report is not applied over it.
+	reports uint64
 }
 
 // imageKey identifies an image in the runtime: pulls of one image with one runtime
@@ -342,9 +345,10 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 // just reported it; it says whether that changed. The report confirms the limit
 // for the pulls waiting beyond it, which are granted at once.
 func (g *pullGate) setDelegated(delegated bool) bool {
-	changed := g.delegated.Swap(delegated) != delegated
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	changed := g.delegated.Swap(delegated) != delegated
+	g.reports++
 	g.grantLocked(delegated)
 	return changed
 }
@@ -419,14 +423,21 @@ func (g *pullGate) confirmLocked() {
 		return
 	}
 	g.confirming = true
+	asked := g.reports
 	go func() {
 		enforces := confirm(g.limit)
-		if !enforces {
-			g.delegated.Store(false)
-		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.confirming = false
+		if g.reports != asked {
+			// A status poll reported since the question was asked: its
+			// report is newer than this answer, and has granted by it.
+			g.grantLocked(false)
+			return
+		}
+		if !enforces {
+			g.delegated.Store(false)
+		}
 		g.grantLocked(enforces)
 	}()
 }

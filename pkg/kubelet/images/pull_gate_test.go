@@ -200,6 +200,18 @@ func (s *fakeImageRuntime) waitEntered(t *testing.T, image string) {
 	}
 }
 
+// nextEntered waits until a pull reaches the runtime and returns its image.
+func (s *fakeImageRuntime) nextEntered(t *testing.T) string {
+	t.Helper()
+	select {
+	case got := <-s.entered:
+		return got
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no pull reached the runtime")
+		return ""
+	}
+}
+
 // mustAttempt is an image pull manager whose KEP-2535 check answers with must.
 type mustAttempt struct {
 	pullmanager.NoopImagePullManager
@@ -782,7 +794,11 @@ func TestPullGateGoesBeyondTheLimitOnlyWhenTheRuntimeConfirmsIt(t *testing.T) {
 	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
 	e.rt.waitEntered(t, "a:1")
 	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
-	e.waitEvent(t, `to pull image "b:1"`) // queued: the runtime did not confirm
+	e.waitEvent(t, `to pull image "b:1"`) // queued until the runtime answers
+	gate := e.m.puller.(*pullGate)
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return !gate.delegated.Load(), nil
+	}), "the kubelet takes the limit back when the runtime does not confirm it")
 	assert.Equal(t, []string{"a:1"}, e.rt.startedPulls())
 
 	// The next poll sees the limit the kubelet sent again: the pull waiting
@@ -807,9 +823,8 @@ func TestPullGateCountsPullsStartedWhileTheRuntimeEnforced(t *testing.T) {
 	e.poll(runtime)
 	a := e.ensure(context.Background(), gatePod{name: "a", image: "a:1"})
 	b := e.ensure(context.Background(), gatePod{name: "b", image: "b:1"})
-	for range 2 {
-		<-e.rt.entered // with the runtime enforcing the limit, both pulls reach it at once
-	}
+	// With the runtime enforcing the limit, both pulls reach it at once.
+	assert.ElementsMatch(t, []string{"a:1", "b:1"}, []string{e.rt.nextEntered(t), e.rt.nextEntered(t)})
 	gate.setDelegated(false)
 	c := e.ensure(context.Background(), gatePod{name: "c", image: "c:1"})
 	e.waitEvent(t, `to pull image "c:1"`) // queued behind the two running pulls

@@ -143,6 +143,11 @@ func PlanSlices(vpa *vpa_types.VerticalPodAutoscaler, existing []*vpa_alpha.Vert
 			case entry.NodeUID != node.UID:
 				continue
 			}
+			if recs[node] == nil && entry.ComputedTime == nil {
+				// Kept without a recommendation and written before
+				// computedTime: as old as its slice, so that it goes stale.
+				entry.ComputedTime = old.UpdateTime.DeepCopy()
+			}
 			placed[entry.NodeName] = true
 			s.Nodes = append(s.Nodes, entry)
 		}

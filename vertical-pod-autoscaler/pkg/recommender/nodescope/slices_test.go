@@ -264,6 +264,9 @@ func TestPlanSlicesRestampsKeptEntries(t *testing.T) {
 // the readers can tell it stale on its own.
 func TestPlanSlicesStampsComputedEntries(t *testing.T) {
 	slices := apply(nil, PlanSlices(testVPA, nil, nodeRecs(3, 100), Groups{}, nil, t0))
+	// As a recommender before computedTime wrote it: the entry kept without
+	// a recommendation is then as old as its slice.
+	slices[0].Nodes[0].ComputedTime = nil
 	kept := nodeRecs(3, 100)
 	kept[ref("node-0000")] = nil
 	refresh := t0.Add(vpa_alpha.SliceRefreshInterval)

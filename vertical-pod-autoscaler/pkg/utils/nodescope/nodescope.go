@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -161,8 +162,15 @@ type Lookup struct {
 // slice that holds it: a new node's first pod gets the value its node will
 // have until its own history counts.
 func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*vpa_types.RecommendedPodResources, bool) {
+	return l.nodeEntry(vpa, node, nil)
+}
+
+// nodeEntry is NodeEntry for the pod, if given: for a pod a DaemonSet
+// controls, a node not in Nodes is read with GetNode. Pods of anyone else
+// (who may pin a pod to any node name) never make the component read.
+func (l *Lookup) nodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string, pod *corev1.Pod) (*vpa_types.RecommendedPodResources, bool) {
 	n, err := l.Nodes.Get(node)
-	if err != nil && l.GetNode != nil {
+	if err != nil && l.GetNode != nil && pod != nil && controlledByDaemonSet(pod) {
 		n, err = l.GetNode(node)
 	}
 	if err != nil {
@@ -184,6 +192,11 @@ func (l *Lookup) NodeEntry(vpa *vpa_types.VerticalPodAutoscaler, node string) (*
 		return l.groupEntry(vpa, n)
 	}
 	return rec, fresh
+}
+
+func controlledByDaemonSet(pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.Kind == "DaemonSet" && strings.HasPrefix(owner.APIVersion, "apps/")
 }
 
 // groupEntry returns the recommendation of the node's group, or nil, and
@@ -359,8 +372,9 @@ func (d Decision) String() string {
 //
 // The updater acts on a node's entry only while it sees the admission
 // controller's lease (so a new pod would get the same value), and only when
-// the entry's slice is fresh (its updateTime: an entry kept without a
-// recommendation counts as fresh as its slice). It leaves a pod alone when it cannot tell what the admission
+// the entry is fresh (its slice's updateTime and its own computedTime, which
+// an entry kept without a recommendation keeps). It leaves a pod alone when it
+// cannot tell what the admission
 // controller does (its own lease not renewed, the admission controller's
 // leases unreadable, or its node scope lease expired and its status lease
 // not renewed since: it may be down or restarting), when the node's entry is
@@ -386,7 +400,7 @@ func (p *RecommendationProcessor) Decide(vpa *vpa_types.VerticalPodAutoscaler, p
 		if mode != vpa_types.UpdateModeOff && mode != vpa_types.UpdateModeInitial && (peer != PeerOn || !settled) {
 			return DaemonSetWide, nil, fmt.Sprintf("updater %s, own lease renewed for long enough %t", peer, settled)
 		}
-		rec := p.Lookup.NodeRecommendation(vpa, node)
+		rec, _ := p.Lookup.nodeEntry(vpa, node, pod)
 		if rec == nil {
 			return DaemonSetWide, nil, "no entry for node " + node
 		}

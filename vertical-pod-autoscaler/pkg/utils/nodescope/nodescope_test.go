@@ -510,6 +510,8 @@ func TestEntriesGoStaleOnTheirOwn(t *testing.T) {
 // create a new node's first pod before the admission controller's node cache
 // has seen the node; the admission controller then reads the node from the
 // API server (GetNode), so that the pod gets its group's value all the same.
+// It reads only for a pod a DaemonSet controls: anyone who may create pods
+// can pin one to any node name.
 func TestLookupReadsANodeItsCacheDoesNotHoldYet(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers())
@@ -527,17 +529,21 @@ func TestLookupReadsANodeItsCacheDoesNotHoldYet(t *testing.T) {
 		read = append(read, name)
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + types.UID(name), Labels: map[string]string{"pool": "big"}}}, nil
 	}
+	controlled := daemonSetPod("just-registered", false)
+	controlled.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}}
 	for _, tc := range []struct {
 		name    string
 		getNode func(string) (*corev1.Node, error)
+		pod     *corev1.Pod
 		want    string
 	}{
-		{name: "cache only", want: "300m"},
-		{name: "read from the API server", getNode: getNode, want: "1500m"},
+		{name: "cache only", pod: controlled, want: "300m"},
+		{name: "read from the API server", getNode: getNode, pod: controlled, want: "1500m"},
+		{name: "a pod no DaemonSet controls is not read for", getNode: getNode, pod: daemonSetPod("just-registered", false), want: "300m"},
 	} {
 		l := &Lookup{Indexer: indexer, Nodes: testNodes(t), GetNode: tc.getNode}
 		p := &RecommendationProcessor{Inner: vpa_api_util.NewCappingRecommendationProcessor(limitrange.NewNoopLimitsCalculator()), Lookup: l, Role: AdmissionController}
-		rec, _, err := p.Apply(vpa, daemonSetPod("just-registered", false))
+		rec, _, err := p.Apply(vpa, tc.pod)
 		if err != nil {
 			t.Fatal(err)
 		}
