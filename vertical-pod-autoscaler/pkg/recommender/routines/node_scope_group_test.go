@@ -17,21 +17,18 @@ limitations under the License.
 package routines
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/model"
-	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/nodescope"
 )
 
 // TestNodeGroupRecommendations: with spec.nodeScope.groupLabel, a node gets
@@ -154,12 +151,8 @@ func TestNodeGroupRecommendations(t *testing.T) {
 	// The slices hold each group's value, for nodes of the group that have
 	// no entry yet: a new node's first pod gets at admission what the node's
 	// entry will be. Group c has no value (10 minutes of history).
-	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	groupValues := map[string]vpa_types.RecommendedPodResources{}
-	for _, s := range list.Items {
+	for _, s := range f.sliceObjects(t) {
 		for _, g := range s.Groups {
 			groupValues[g.LabelValue] = g.Recommendation
 		}

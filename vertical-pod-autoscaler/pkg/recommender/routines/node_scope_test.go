@@ -32,6 +32,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	vpa_types "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpa_alpha "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1alpha1"
 	vpa_clientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpa_fake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/features"
@@ -172,17 +173,22 @@ func (f *nodeScopeFixture) feedPod(t testing.TB, pod string, cores float64, memB
 }
 
 func (f *nodeScopeFixture) slices(t testing.TB) map[string]vpa_types.RecommendedPodResources {
-	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	nodes := map[string]vpa_types.RecommendedPodResources{}
-	for _, s := range list.Items {
+	for _, s := range f.sliceObjects(t) {
 		for _, n := range s.Nodes {
 			nodes[n.NodeName] = n.Recommendation
 		}
 	}
 	return nodes
+}
+
+// sliceObjects lists the slices the recommender wrote.
+func (f *nodeScopeFixture) sliceObjects(t testing.TB) []vpa_alpha.VerticalPodAutoscalerSlice {
+	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }
 
 func targetOf(rec vpa_types.RecommendedPodResources, container string, res corev1.ResourceName) resource.Quantity {
