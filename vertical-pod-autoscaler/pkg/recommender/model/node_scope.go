@@ -108,6 +108,23 @@ func nodeOf(podLabels labels.Labels) (NodeRef, bool) {
 	return node, node.Name != "" && node.UID != ""
 }
 
+// NodeScopedState is a ClusterState that also gives what the recommender
+// computes per-node recommendations from. It is an interface of its own, not
+// methods of ClusterState, so that implementations of ClusterState outside
+// this repository keep compiling; the recommender computes per-node
+// recommendations only with a ClusterState that implements it, as the one of
+// NewClusterState does.
+type NodeScopedState interface {
+	ClusterState
+	// NodePods returns the live pods of the VPA by node.
+	NodePods(vpa *Vpa) map[NodeRef][]PodID
+	// NodeAggregations returns the aggregated state of each container of the
+	// VPA's pods on each of the given nodes.
+	NodeAggregations(vpa *Vpa, nodes map[NodeRef]bool) map[NodeRef]ContainerNameToAggregateStateMap
+}
+
+var _ NodeScopedState = &clusterState{}
+
 // NodePods returns the live pods of the VPA by node, for the nodes that run
 // one (normally one pod a node; two for a moment during a rollout).
 func (cluster *clusterState) NodePods(vpa *Vpa) map[NodeRef][]PodID {

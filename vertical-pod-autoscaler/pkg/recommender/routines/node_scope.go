@@ -18,6 +18,7 @@ package routines
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -68,6 +69,26 @@ type NodeScope struct {
 	// (spec.nodeScope.groupLabel), over the recommender's confidence
 	// intervals.
 	Confidence logic.Confidence
+
+	// state is the recommender's cluster state (forState).
+	state model.NodeScopedState
+}
+
+// forState returns the node scope of a recommender of the given cluster
+// state. A ClusterState that is not a model.NodeScopedState (one implemented
+// outside this repository) gives per-node recommendations nothing to compute
+// from: the node scope is then off, as with the gate off, and the error says
+// so once.
+func (s NodeScope) forState(cluster model.ClusterState) NodeScope {
+	state, ok := cluster.(model.NodeScopedState)
+	if !ok {
+		if s.Writer != nil {
+			klog.ErrorS(nil, "The recommender's cluster state does not implement NodeScopedState; VPAs with scope Node get only their DaemonSet-wide recommendation", "clusterState", fmt.Sprintf("%T", cluster))
+		}
+		return NodeScope{MinHistory: s.MinHistory, CheckpointsTimeout: s.CheckpointsTimeout, Confidence: s.Confidence}
+	}
+	s.state = state
+	return s
 }
 
 // NodeScopeWriter stores the per-node recommendations of a VPA with scope node.
@@ -151,7 +172,7 @@ func (s NodeScope) NodeUIDs() model.NodeUIDs {
 // liveNodes returns the nodes of the VPA's live pods that the DaemonSet can
 // run on, and the pods by node.
 func (r *recommender) liveNodes(vpa *model.Vpa) (map[model.NodeRef]bool, map[model.NodeRef][]model.PodID) {
-	pods := r.clusterState.NodePods(vpa)
+	pods := r.nodeScope.state.NodePods(vpa)
 	live := make(map[model.NodeRef]bool, len(pods))
 	for node, podIDs := range pods {
 		for _, pod := range podIDs {
@@ -192,7 +213,7 @@ func (r *recommender) nodeGroups(vpa *model.Vpa, nodes map[model.NodeRef]bool) m
 // its pod has minHistory of history (its own and checkpointed), and maps to
 // nil before. Each group with enough history also gets its estimate
 // (nodescope.Groups.Recs), for the nodes of the group that have no entry yet.
-func NodeRecommendations(cluster model.ClusterState, vpa *model.Vpa, nodes map[model.NodeRef]bool, groups map[model.NodeRef]string, minHistory time.Duration, confidence logic.Confidence,
+func NodeRecommendations(cluster model.NodeScopedState, vpa *model.Vpa, nodes map[model.NodeRef]bool, groups map[model.NodeRef]string, minHistory time.Duration, confidence logic.Confidence,
 	observedVpa *vpa_types.VerticalPodAutoscaler, recommender logic.PodResourceRecommender, format logic.RecommendationFormat, postProcessors []RecommendationPostProcessor,
 ) (map[model.NodeRef]*vpa_types.RecommendedPodResources, nodescope.Groups) {
 	process := func(raw logic.RecommendedPodResources) *vpa_types.RecommendedPodResources {
@@ -305,7 +326,7 @@ func NodeRequests(cluster model.ClusterState, pods map[model.NodeRef][]model.Pod
 // the given nodes. As upstream's checkpoint writer does for the VPA-wide
 // checkpoints, it leaves out the memory peak of the current aggregation window
 // of each container, which would count twice after a restore.
-func NodeCheckpoints(cluster model.ClusterState, vpa *model.Vpa, pods map[model.NodeRef][]model.PodID, nodes []model.NodeRef, now time.Time) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
+func NodeCheckpoints(cluster model.NodeScopedState, vpa *model.Vpa, pods map[model.NodeRef][]model.PodID, nodes []model.NodeRef, now time.Time) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
 	set := make(map[model.NodeRef]bool, len(nodes))
 	for _, node := range nodes {
 		set[node] = true
@@ -381,7 +402,7 @@ func (r *recommender) updateNodeRecommendations(vpa *model.Vpa, observedVpa *vpa
 	r.loadNodeCheckpoints(loadCtx, vpa, observedVpa)
 	cancelLoad()
 	live, pods := r.liveNodes(vpa)
-	recs, groups := NodeRecommendations(r.clusterState, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
+	recs, groups := NodeRecommendations(r.nodeScope.state, vpa, live, r.nodeGroups(vpa, live), r.nodeScope.MinHistory, r.nodeScope.Confidence,
 		observedVpa, r.podResourceRecommender, r.recommendationFormat, r.recommendationPostProcessor)
 	ctx, cancel := context.WithTimeout(context.Background(), r.nodeScope.CheckpointsTimeout)
 	defer cancel()
@@ -433,7 +454,7 @@ func (r *recommender) maintainNodeCheckpoints(ctx context.Context) {
 			Live:     live,
 			NodeUIDs: r.nodeScope.NodeUIDs(),
 			Checkpoints: func(nodes []model.NodeRef) map[model.NodeRef][]vpa_alpha.ContainerCheckpoint {
-				return NodeCheckpoints(r.clusterState, vpa, pods, nodes, now)
+				return NodeCheckpoints(r.nodeScope.state, vpa, pods, nodes, now)
 			},
 		})
 		vpas = append(vpas, vpa)

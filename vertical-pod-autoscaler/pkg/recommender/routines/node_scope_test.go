@@ -19,6 +19,7 @@ package routines
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ import (
 // containers) per node, fed with samples.
 type nodeScopeFixture struct {
 	r        *recommender
-	cluster  model.ClusterState
+	cluster  model.NodeScopedState
 	apiVPA   *vpa_types.VerticalPodAutoscaler
 	selector labels.Selector
 	client   *vpa_fake.Clientset
@@ -184,7 +185,7 @@ func (f *nodeScopeFixture) slices(t testing.TB) map[string]vpa_types.Recommended
 
 // sliceObjects lists the slices the recommender wrote.
 func (f *nodeScopeFixture) sliceObjects(t testing.TB) []vpa_alpha.VerticalPodAutoscalerSlice {
-	list, err := f.r.nodeScope.Writer.(*nodescope.Writer).Client.VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
+	list, err := f.api.AutoscalingV1alpha1().VerticalPodAutoscalerSlices("default").List(context.TODO(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,6 +359,44 @@ func TestNodeScopeOffWritesNoSlices(t *testing.T) {
 				t.Errorf("%d aggregations, want 2 (one per container)", n)
 			}
 		})
+	}
+}
+
+// clusterStateOfItsOwn is a ClusterState implemented outside this repository:
+// it has ClusterState's methods only.
+type clusterStateOfItsOwn struct{ model.ClusterState }
+
+// TestNodeScopeNeedsANodeScopedState: ClusterState keeps upstream's methods,
+// so that implementations of it outside this repository keep compiling, and a
+// recommender of such a cluster state gives VPAs with scope node their
+// DaemonSet-wide recommendation and writes no slices.
+func TestNodeScopeNeedsANodeScopedState(t *testing.T) {
+	for _, method := range []string{"NodePods", "NodeAggregations"} {
+		if _, found := reflect.TypeFor[model.ClusterState]().MethodByName(method); found {
+			t.Errorf("ClusterState has the method %s: implementations of it outside this repository no longer compile", method)
+		}
+	}
+	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, true)
+	f := newNodeScopeFixture(t, vpa_types.ScopeNode, nil)
+	for i := range 2 {
+		f.addPod(t, fmt.Sprintf("node-%d", i))
+		f.feed(t, fmt.Sprintf("node-%d", i), float64(i+1), 1e9, 2*time.Hour)
+	}
+	ofItsOwn := clusterStateOfItsOwn{f.cluster}
+	f.r.clusterState, f.r.nodeScope = ofItsOwn, f.r.nodeScope.forState(ofItsOwn)
+
+	f.r.UpdateVPAs()
+	f.r.MaintainCheckpoints(context.TODO())
+
+	if nodes := f.slices(t); len(nodes) != 0 {
+		t.Errorf("got per-node recommendations %v, want none", nodes)
+	}
+	vpa, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Get(context.TODO(), "agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vpa.Status.Recommendation == nil || len(vpa.Status.Recommendation.ContainerRecommendations) == 0 {
+		t.Errorf("the VPA has no DaemonSet-wide recommendation: %+v", vpa.Status)
 	}
 }
 

@@ -14,13 +14,20 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package v1
+// Package vpacrd tests the CRDs of the VPA series' tree as kube-apiserver
+// validates them: the CRDs themselves, and VerticalPodAutoscalers against their
+// OpenAPI schema and CEL rules. The tests live in this project's module rather
+// than in the VPA's, whose go.mod would otherwise gain
+// k8s.io/apiextensions-apiserver and k8s.io/apiserver (with cel-go, grpc and
+// OpenTelemetry) for tests alone; upstream, they belong in the VPA's e2e
+// module, which has its own go.mod.
+package vpacrd
 
 import (
 	"bytes"
 	"context"
-	"k8s.io/utils/ptr"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,12 +42,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// generatedCRDs reads the CRDs that hack/generate-crd-yaml.sh writes.
+// generatedCRDs reads the CRDs that the VPA's hack/generate-crd-yaml.sh
+// writes, from the autoscaler tree (make tree).
 func generatedCRDs(t *testing.T) map[string]*apiextensions.CustomResourceDefinition {
 	t.Helper()
-	raw, err := os.ReadFile("../../../../deploy/vpa-v1-crd-gen.yaml")
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "_output", "autoscaler", "vertical-pod-autoscaler", "deploy", "vpa-v1-crd-gen.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (make tree materializes the autoscaler tree)", err)
 	}
 	crds := map[string]*apiextensions.CustomResourceDefinition{}
 	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
@@ -149,17 +157,17 @@ func TestCRDScopeValidation(t *testing.T) {
 	}{
 		{name: "no scope, Deployment", kind: "Deployment"},
 		{name: "no scope, DaemonSet", kind: "DaemonSet"},
-		{name: "explicit empty scope", kind: "Deployment", scope: ptr.To("")},
-		{name: "node scope, DaemonSet", kind: "DaemonSet", scope: ptr.To("Node")},
-		{name: "node scope, Deployment", kind: "Deployment", scope: ptr.To("Node"),
+		{name: "explicit empty scope", kind: "Deployment", scope: strPtr("")},
+		{name: "node scope, DaemonSet", kind: "DaemonSet", scope: strPtr("Node")},
+		{name: "node scope, Deployment", kind: "Deployment", scope: strPtr("Node"),
 			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
-		{name: "node scope, StatefulSet", kind: "StatefulSet", scope: ptr.To("Node"),
+		{name: "node scope, StatefulSet", kind: "StatefulSet", scope: strPtr("Node"),
 			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
-		{name: "node scope, DaemonSet of another group", apiVersion: "example.com/v1", kind: "DaemonSet", scope: ptr.To("Node"),
+		{name: "node scope, DaemonSet of another group", apiVersion: "example.com/v1", kind: "DaemonSet", scope: strPtr("Node"),
 			wantErr: `spec.scope: Invalid value: scope Node is allowed only when targetRef is an apps DaemonSet`},
-		{name: "lower case", kind: "DaemonSet", scope: ptr.To("node"),
+		{name: "lower case", kind: "DaemonSet", scope: strPtr("node"),
 			wantErr: `spec.scope: Unsupported value: "node": supported values: "", "Node"`},
-		{name: "unknown scope", kind: "DaemonSet", scope: ptr.To("zone"),
+		{name: "unknown scope", kind: "DaemonSet", scope: strPtr("zone"),
 			wantErr: `spec.scope: Unsupported value: "zone": supported values: "", "Node"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,3 +234,5 @@ func checkErrors(t *testing.T, errs field.ErrorList, want string) {
 		t.Fatalf("got error %q, want %q", got, want)
 	}
 }
+
+func strPtr(s string) *string { return &s }
