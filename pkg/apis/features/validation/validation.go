@@ -109,9 +109,11 @@ func validateUsesUpdate(uses, old []featuresapi.FeatureUse, fldPath *field.Path)
 }
 
 // validateOneEntryPerInstance rejects an instance named in two entries of its
-// component (two values, or two versions), unless it already was before the
-// update (ratcheting). An instance reports one value at one version, and
-// moves itself from one entry to another when they change.
+// component (two values, or two versions), unless it was named in as many
+// before the update (ratcheting: an object stored so stays writable, but
+// no write names the instance in one more entry). An instance reports one
+// value at one version, and moves itself from one entry to another when they
+// change.
 func validateOneEntryPerInstance(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
 	named := func(uses []featuresapi.FeatureUse) map[string]int {
 		count := map[string]int{}
@@ -128,7 +130,7 @@ func validateOneEntryPerInstance(uses, old []featuresapi.FeatureUse, fldPath *fi
 	for i, use := range uses {
 		for j, instance := range use.Instances {
 			k := use.Component + "/" + instance
-			if now[k] < 2 || before[k] >= 2 {
+			if now[k] < 2 || now[k] <= before[k] {
 				continue
 			}
 			if reported.Has(k) {

@@ -186,6 +186,11 @@ func TestValidateOneEntryPerInstance(t *testing.T) {
 	if errs := ValidateFeatureUsesUpdate(both.DeepCopy(), both); len(errs) != 0 {
 		t.Errorf("an object that already named an instance under both values must stay writable, got %v", errs)
 	}
+	third := both.DeepCopy()
+	third.Status.Uses[4].Instances = append(third.Status.Uses[4].Instances, "node-2")
+	if errs := ValidateFeatureUsesUpdate(third, both); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), `Invalid value: "node-2": is named in another entry of component "kubelet" too`) {
+		t.Errorf("an instance already named in two entries named in a third must fail, got %v", errs)
+	}
 }
 
 // Entries stored before uses carried versions stay writable while they only

@@ -270,7 +270,7 @@ func TestAnnounceCreatesAndFillsTheFeature(t *testing.T) {
 	f := e.get("foo")
 	s := f.Status
 	if f.Spec.FeatureName != "Foo" || *s.Default || s.Stage != featuresv1alpha1.FeatureStageAlpha || *s.ConfiguredValue ||
-		s.Announcer != "apiserver-a" || s.BinaryVersion != "1.36.3" || s.EmulationVersion != "1.36" {
+		s.Announcer != "apiserver-a" || s.BinaryVersion != "1.36" || s.EmulationVersion != "1.36" {
 		t.Errorf("announced %+v", f)
 	}
 	// Nothing was on before: the first state is the configured one, no transition.
@@ -489,8 +489,8 @@ func TestANewerServerLeadsNothingWhileAnOlderOneIsLive(t *testing.T) {
 	e.clock.Step(time.Minute) // the old server stopped renewing
 	e.sync("foo")             // creates the Feature
 	e.sync("foo")             // announces
-	if f := e.get("foo"); f.Status.BinaryVersion != "1.36.3" {
-		t.Errorf("after the old server left: binaryVersion %q, want 1.36.3 written by the new leader", f.Status.BinaryVersion)
+	if f := e.get("foo"); f.Status.BinaryVersion != "1.36" {
+		t.Errorf("after the old server left: binaryVersion %q, want 1.36 written by the new leader", f.Status.BinaryVersion)
 	}
 }
 
@@ -590,7 +590,7 @@ func TestVersionChangesRunTheirTasks(t *testing.T) {
 	e.clock.Step(10 * time.Second)
 	e.sync("bar")
 	f = e.get("bar")
-	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36.3" {
+	if upgrade.runs != 2 || len(f.Status.Tasks) != 0 || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Status != metav1.ConditionFalse || f.Status.BinaryVersion != "1.36" {
 		t.Errorf("runs %d, tasks %s, Transitioning %+v, binary %s", upgrade.runs, taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning), f.Status.BinaryVersion)
 	}
 }

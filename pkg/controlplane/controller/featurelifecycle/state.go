@@ -66,7 +66,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	s.LockToDefault = spec.LockToDefault
 	s.ConfiguredValue = ptr.To(configured)
 	s.Announcer = c.cfg.Identity
-	s.BinaryVersion = c.cfg.BinaryVersion.String()
+	s.BinaryVersion = fmt.Sprintf("%d.%d", c.cfg.BinaryVersion.Major(), c.cfg.BinaryVersion.Minor())
 	s.EmulationVersion = fmt.Sprintf("%d.%d", c.cfg.EmulationVersion.Major(), c.cfg.EmulationVersion.Minor())
 	s.UnknownSinceVersion = ""
 
