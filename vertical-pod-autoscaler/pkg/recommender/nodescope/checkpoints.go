@@ -76,17 +76,19 @@ type StoreStats struct {
 // VerticalPodAutoscalerCheckpointSlices. Nodes are packed into slices of up to
 // MaxBytes and stay in their slice (sticky, as EndpointSlices). Each Store
 // makes at most MaxWrites API writes: first the slices whose nodes changed
-// (created, updated, deleted), then the refresh of the slices written longest
-// ago, so that every slice is rewritten in turn.
+// (created, updated, deleted), then the refresh of the slices last written
+// RefreshInterval ago or longer, the longest unwritten first, so that every
+// slice is rewritten in turn and none more often than that.
 //
 // The store writes the slices of a VPA only after Load read them (the model
 // then holds their history), and remembers what it wrote: it reads them again
 // only after a failed write.
 type CheckpointStore struct {
-	Client      vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter
-	MaxWrites   int
-	MaxBytes    int
-	GracePeriod time.Duration
+	Client          vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter
+	MaxWrites       int
+	MaxBytes        int
+	GracePeriod     time.Duration
+	RefreshInterval time.Duration
 
 	mu   sync.Mutex
 	vpas map[types.UID]*vpaCheckpoints
@@ -95,10 +97,11 @@ type CheckpointStore struct {
 // NewCheckpointStore returns a CheckpointStore with the default limits.
 func NewCheckpointStore(client vpa_alpha_client.VerticalPodAutoscalerCheckpointSlicesGetter) *CheckpointStore {
 	return &CheckpointStore{
-		Client:      client,
-		MaxWrites:   DefaultMaxCheckpointWrites,
-		MaxBytes:    vpa_alpha.MaxCheckpointSliceBytes,
-		GracePeriod: DefaultCheckpointGracePeriod,
+		Client:          client,
+		MaxWrites:       DefaultMaxCheckpointWrites,
+		MaxBytes:        vpa_alpha.MaxCheckpointSliceBytes,
+		GracePeriod:     DefaultCheckpointGracePeriod,
+		RefreshInterval: model.DefaultNodeCheckpointRefresh,
 	}
 }
 
@@ -179,6 +182,9 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 	entries := map[model.NodeRef][]vpa_alpha.ContainerCheckpoint{}
 	for i, item := range items {
 		slice := &checkpointSlice{name: item.Name, uid: item.UID, resourceVersion: item.ResourceVersion, written: now}
+		// A slice marked while its VPA had no scope node is rewritten at once,
+		// without the mark, rather than at its next refresh.
+		_, slice.dirty = item.Annotations[vpa_alpha.UnscopedSinceAnnotation]
 		for _, entry := range item.Nodes {
 			uid, current := machine(entry)
 			if _, taken := state.uid[entry.NodeName]; !current || taken || winner[entry.NodeName] != i {
@@ -404,6 +410,9 @@ func (s *CheckpointStore) plan(state *vpaCheckpoints, h *NodeHistory, now time.T
 			w.order = 2
 		case slice.dirty:
 			w.order = 1
+		case now.Sub(slice.written) < s.RefreshInterval:
+			slices = append(slices, slice)
+			continue
 		}
 		slices = append(slices, slice)
 		writes = append(writes, w)

@@ -190,7 +190,7 @@ func TestCheckpointStoreBoundsWrites(t *testing.T) {
 		f.writes[name] = 0
 	}
 	for range 4 {
-		f.now = f.now.Add(time.Minute)
+		f.now = f.now.Add(f.store.RefreshInterval)
 		if stats := f.store1(t, h); stats.Writes != 3 || stats.Pending != 7 {
 			t.Fatalf("refresh loop: %+v, want 3 writes and 7 pending", stats)
 		}
@@ -199,6 +199,35 @@ func TestCheckpointStoreBoundsWrites(t *testing.T) {
 		if n < 1 || n > 2 {
 			t.Errorf("slice %s written %d times in four refresh loops, want 1 or 2", name, n)
 		}
+	}
+}
+
+// A slice whose nodes did not change is rewritten once per RefreshInterval,
+// not in every loop; a slice whose nodes changed is written at once.
+func TestCheckpointStoreRefreshesOncePerInterval(t *testing.T) {
+	f := newCheckpointFixture()
+	f.load(t)
+	f.store.MaxBytes = 10 * 1024
+	f.store.MaxWrites = 100
+	// Four entries of about 2,100 bytes fit in a slice: 7 nodes take two.
+	if stats := f.store1(t, history(nodeNames(7), 2000, f.now)); stats.Writes != 2 {
+		t.Fatalf("first store: %+v, want 2 slices created", stats)
+	}
+	f.now = f.now.Add(time.Minute)
+	if stats := f.store1(t, history(nodeNames(7), 2000, f.now)); stats.Writes != 0 || stats.Pending != 0 {
+		t.Errorf("a minute later, nothing changed: %+v, want no write", stats)
+	}
+	f.now = f.now.Add(time.Minute)
+	if stats := f.store1(t, history(nodeNames(8), 2000, f.now)); stats.Writes != 1 || stats.Slices != 2 {
+		t.Errorf("a new node: %+v, want the slice with room written", stats)
+	}
+	f.now = f.now.Add(f.store.RefreshInterval - 2*time.Minute)
+	if stats := f.store1(t, history(nodeNames(8), 2000, f.now)); stats.Writes != 1 {
+		t.Errorf("%v after the first write: %+v, want the slice not written since refreshed", f.store.RefreshInterval, stats)
+	}
+	f.now = f.now.Add(2 * time.Minute)
+	if stats := f.store1(t, history(nodeNames(8), 2000, f.now)); stats.Writes != 1 {
+		t.Errorf("%v after the new node: %+v, want its slice refreshed", f.store.RefreshInterval, stats)
 	}
 }
 
@@ -476,9 +505,13 @@ func TestCheckpointStorePutBackReadsTheSlicesAgain(t *testing.T) {
 
 	f.mark(t)
 	f.now = f.now.Add(time.Minute)
+	if stats := f.store1(t, h); stats.Writes != 0 {
+		t.Errorf("slices changed behind the store, a minute after their last write: %+v, want no write before their refresh", stats)
+	}
+	f.now = f.now.Add(f.store.RefreshInterval)
 	stats, err = f.store.Store(context.TODO(), f.now, []NodeHistory{h})
 	if err == nil || stats.Writes != 1 || stats.Pending != 3 {
-		t.Errorf("slices changed behind the store: %+v, error %v; want one conflicting write and 3 pending", stats, err)
+		t.Errorf("slices changed behind the store, at their refresh: %+v, error %v; want one conflicting write and 3 pending", stats, err)
 	}
 	f.now = f.now.Add(time.Minute)
 	if stats := f.store1(t, h); stats.Writes != 4 {

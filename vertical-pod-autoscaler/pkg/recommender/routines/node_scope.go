@@ -132,14 +132,15 @@ type NodeCheckpointStore interface {
 // with 30 s each, so up to a minute in all), and fails naming what is
 // missing; then: slices and checkpoint slices through the client,
 // the nodes of the informer factory, the given minimum of per-node history,
-// deadline of the checkpoints, threshold of the slice writer's hysteresis and
+// deadline of the checkpoints, interval of their refresh, threshold of the
+// slice writer's hysteresis and
 // confidence of the node groups' blend, and a Cleaner over metadata informers of both
 // kinds (in namespace, or all when empty), started with stopCh. With the gate off it holds no writer, store or
 // cleaner and starts nothing, so the recommender never reads or writes the
 // alpha kinds (whose CRDs may be absent); slices written while the gate was on
 // stay until their VPA is deleted.
 func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConfig *rest.Config, pods listersv1.PodLister, factory informers.SharedInformerFactory,
-	namespace string, minHistory, checkpointsTimeout time.Duration, rewriteThreshold float64, confidence logic.Confidence, stopCh <-chan struct{},
+	namespace string, minHistory, checkpointsTimeout, checkpointRefresh time.Duration, rewriteThreshold float64, confidence logic.Confidence, stopCh <-chan struct{},
 ) (NodeScope, error) {
 	scope := NodeScope{MinHistory: minHistory, CheckpointsTimeout: checkpointsTimeout, Confidence: confidence}
 	if !features.Enabled(features.DaemonSetNodeScope) {
@@ -154,7 +155,9 @@ func NewNodeScope(client vpa_alpha_client.AutoscalingV1alpha1Interface, kubeConf
 		return scope, err
 	}
 	scope.Writer = &nodescope.Writer{Client: client, RewriteThreshold: rewriteThreshold}
-	scope.Checkpoints = nodescope.NewCheckpointStore(client)
+	store := nodescope.NewCheckpointStore(client)
+	store.RefreshInterval = checkpointRefresh
+	scope.Checkpoints = store
 	scope.Nodes = nodescope.NewNodes(pods, factory)
 	scope.Cleaner = nodescope.NewCleaner(client, metadata.NewForConfigOrDie(kubeConfig), namespace, stopCh)
 	return scope, nil

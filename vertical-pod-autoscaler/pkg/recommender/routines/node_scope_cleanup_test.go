@@ -266,7 +266,7 @@ func TestNodeScopeCleanupLeavesOtherVPAs(t *testing.T) {
 func TestNodeScopeGateOff(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, features.MutableFeatureGate, features.DaemonSetNodeScope, false)
 	f := newNodeScopeFixture(t, "", nil)
-	scope, err := NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, logic.Confidence{}, nil)
+	scope, err := NewNodeScope(f.client.AutoscalingV1alpha1(), nil, nil, nil, "", model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeCheckpointRefresh, model.DefaultNodeRewriteThreshold, logic.Confidence{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

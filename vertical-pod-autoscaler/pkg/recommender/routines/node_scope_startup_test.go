@@ -73,7 +73,7 @@ func TestNewNodeScopeChecksAccess(t *testing.T) {
 			defer close(stopCh)
 			factory := informers.NewSharedInformerFactory(kube_fake.NewClientset(), 0)
 			scope, err := NewNodeScope(client.AutoscalingV1alpha1(), &rest.Config{Host: "http://127.0.0.1:0"}, factory.Core().V1().Pods().Lister(), factory, tc.namespace,
-				model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeRewriteThreshold, logic.Confidence{}, stopCh)
+				model.DefaultMinNodeHistory, model.DefaultNodeCheckpointsTimeout, model.DefaultNodeCheckpointRefresh, model.DefaultNodeRewriteThreshold, logic.Confidence{}, stopCh)
 			if len(tc.wantErr) == 0 {
 				if err != nil || scope.Writer == nil || scope.Cleaner == nil {
 					t.Errorf("NewNodeScope: %+v, %v; want a writer and a cleaner", scope, err)
