@@ -88,7 +88,7 @@ kind-down: tools
 kind-tarball: tree
 	@hack/kind-image.sh --tarball-only
 
-## save: write edits made in the trees back into patches/ and the overlay (GROUP=name for new paths)
+## save: write edits made in the trees back into patches/ and the overlay (GROUP=name puts every edited path into that group: save new paths on their own)
 save: tools
 	@$(SERIES) save $(if $(GROUP),-group $(GROUP))
 

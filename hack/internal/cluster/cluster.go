@@ -38,10 +38,13 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"github.com/kube-carry/kube-carry/hack/internal/series"
@@ -539,13 +542,19 @@ func (c *Cluster) APIReady(ctx context.Context, _ time.Time) error {
 	return err
 }
 
+// ContainerdReady checks that the node's containerd serves the CRI, with the
+// call the kubelet's start makes (Version): containerd answers on its socket
+// before its CRI plugin has initialized, and a kubelet started then exits
+// ("server is not initialized yet").
 func ContainerdReady(n Node) func(context.Context, time.Time) error {
 	return func(ctx context.Context, _ time.Time) error {
-		out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").CombinedOutput()
+		conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			return fmt.Errorf("ctr version: %v: %s", err, strings.TrimSpace(string(out)))
+			return err
 		}
-		return nil
+		defer conn.Close()
+		_, err = runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
+		return err
 	}
 }
 

@@ -23,9 +23,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -498,6 +501,16 @@ spec:
 			t.Errorf("node %s: cpu target %s after the restart, %s before", n, got.String(), want.String())
 		}
 	}
+	// The targets are pinned (the busy one by maxAllowed, the idle one by the
+	// 25m minimum), so they would not show a history lost or cut short. The
+	// busy node's lower bound is not: it grows with the confidence in its
+	// history (its length and number of samples), so a restored history gives
+	// one at least as high as before the restart, and a lost one a lower one.
+	if lowerBefore, lowerAfter := recsBefore[busyNode].lowerCPU(), recs[busyNode].lowerCPU(); lowerBefore.Cmp(resource.MustParse("300m")) >= 0 || lowerBefore.Cmp(resource.MustParse("25m")) <= 0 {
+		t.Errorf("the busy node's cpu lower bound %s before the restart is pinned (by 300m or 25m): the check of its history proves nothing", lowerBefore.String())
+	} else if lowerAfter.Cmp(*lowerBefore) < 0 {
+		t.Errorf("the busy node's cpu lower bound %s after the restart is below the %s before it: its history was not restored whole", lowerAfter.String(), lowerBefore.String())
+	}
 	var ckAfter map[string]nodeCheckpoint
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		ckAfter = checkpointSlices(t, ctx, dyn, ns.Name)
@@ -546,6 +559,7 @@ spec:
 		t.Fatal(err)
 	}
 	// Past the bound, by three updater loops.
+	activity := updaterActivity(t, ctx)
 	until := lastWrite.Add(e2eStaleAfter + 3*updaterInterval)
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Until(until)+time.Minute, true, func(ctx context.Context) (bool, error) {
 		now := daemonPods(t, ctx, cs, ns.Name)
@@ -559,6 +573,7 @@ spec:
 	}); err != nil {
 		t.Fatal(err)
 	}
+	activity.ranSince(t, ctx, 3, "during the outage")
 	if w := wideRecommendation(t, ctx, dyn, ns.Name); w.cpu().MilliValue() != (lower+upper)/2 {
 		t.Fatalf("the DaemonSet-wide recommendation changed during the outage: %v", w)
 	}
@@ -571,7 +586,9 @@ spec:
 	if got, want := podCPURequest(outageNew), recs[idleNode].cpu(); got.Cmp(*want) != 0 {
 		t.Errorf("during the outage the idle node's new pod %s requests cpu %s, want its node's last target %s", outageNew.Name, got.String(), want.String())
 	}
+	activity = updaterActivity(t, ctx)
 	time.Sleep(3 * updaterInterval)
+	activity.ranSince(t, ctx, 2, "while the idle node's new pod stood during the outage")
 	if p := daemonPods(t, ctx, cs, ns.Name)[idleNode]; p.UID != outageNew.UID || podCPURequest(p).Cmp(*podCPURequest(outageNew)) != 0 {
 		t.Errorf("during the outage the idle node's new pod %s was replaced or resized: now %s, cpu request %s", outageNew.Name, p.Name, podCPURequest(p).String())
 	}
@@ -651,7 +668,9 @@ spec:
 	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil })
 	t.Logf("MEASURED new node %s: first pod %s requests cpu %s at admission; its own entry %s later: %v",
 		busyNode, firstPod.Name, podCPURequest(firstPod).String(), time.Since(start).Round(time.Second), recs[busyNode])
+	activity = updaterActivity(t, ctx)
 	time.Sleep(3 * updaterInterval)
+	activity.ranSince(t, ctx, 2, "after the new node got its entry")
 	if p := daemonPods(t, ctx, cs, ns.Name)[busyNode]; p.UID != firstPod.UID {
 		t.Errorf("the new node's first pod %s was evicted (Recreate) after its node got an entry: now %s; updater log %s:\n%s",
 			firstPod.Name, p.Name, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
@@ -905,6 +924,9 @@ func (v *vpaComponents) daemon(name string, gate bool) Daemon {
 			Args: append([]string{filepath.Join(v.bin, "recommender")}, append(args,
 				"--recommender-interval="+recommenderInterval.String(),
 				"--node-scope-min-history="+e2eMinNodeHistory.String(),
+				// Checkpoint slices refreshed in every loop, so that a restart
+				// finds all the history written before it.
+				"--node-scope-checkpoint-refresh-interval="+recommenderInterval.String(),
 				// Checkpoints of a deleted VPA go in the next loop, not after 10 minutes.
 				"--checkpoints-gc-interval="+recommenderInterval.String(),
 				"--address="+recommenderAddr)...),
@@ -1021,6 +1043,66 @@ func (r nodeRec) cpu() *resource.Quantity {
 
 func (r nodeRec) String() string {
 	return fmt.Sprintf("target %v lowerBound %v upperBound %v", r.target, r.lower, r.upper)
+}
+
+func (r nodeRec) lowerCPU() *resource.Quantity {
+	q, _ := resource.ParseQuantity(r.lower["cpu"])
+	return &q
+}
+
+// updaterLoops is the updater's count of loops it ran, from its metrics, so
+// that a check that it left a pod alone cannot pass because it did nothing.
+type updaterLoops float64
+
+func updaterActivity(t *testing.T, ctx context.Context) updaterLoops {
+	t.Helper()
+	loops, _ := updaterMetrics(t, ctx)
+	return updaterLoops(loops)
+}
+
+// ranSince fails the test unless the updater ran at least n loops since the
+// count was taken and, in its last one, controlled both pods of the DaemonSet.
+func (since updaterLoops) ranSince(t *testing.T, ctx context.Context, n int, when string) {
+	t.Helper()
+	loops, controlled := updaterMetrics(t, ctx)
+	if loops-float64(since) < float64(n) || controlled < 2 {
+		t.Errorf("%s the updater ran %v loops (want at least %d) and controlled %v pods in its last one (want 2): the check that it left the pods alone proves nothing",
+			when, loops-float64(since), n, controlled)
+	}
+}
+
+// updaterMetrics returns the number of loops the updater has run
+// (vpa_updater_execution_latency_seconds_count of the step total) and the
+// pods it controlled in its last loop (vpa_updater_controlled_pods_total).
+func updaterMetrics(t *testing.T, ctx context.Context) (loops, controlled float64) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+updaterAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the updater's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the updater's metrics: %v", err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case fields[0] == `vpa_updater_execution_latency_seconds_count{step="total"}`:
+			loops = v
+		case strings.HasPrefix(fields[0], "vpa_updater_controlled_pods_total{"):
+			controlled += v
+		}
+	}
+	return loops, controlled
 }
 
 func agentRec(ctrs []any) (nodeRec, bool) {
