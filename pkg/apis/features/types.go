@@ -136,7 +136,7 @@ type FeatureStatus struct {
 
 	// lockToDefault is true when the feature cannot be set away from its default.
 	// +optional
-	LockToDefault bool
+	LockToDefault *bool
 
 	// configuredValue is the value the announcing kube-apiserver runs with: its
 	// default unless set on its command line.
@@ -148,11 +148,13 @@ type FeatureStatus struct {
 	// +optional
 	Announcer string
 
-	// binaryVersion is the binary version of the announcing kube-apiserver.
+	// binaryVersion is the binary version, major.minor, of the announcing
+	// kube-apiserver, for example "1.36".
 	// +optional
 	BinaryVersion string
 
-	// emulationVersion is the emulation version of the announcing kube-apiserver.
+	// emulationVersion is the emulation version, major.minor, of the announcing
+	// kube-apiserver.
 	// +optional
 	EmulationVersion string
 
@@ -167,14 +169,16 @@ type FeatureStatus struct {
 	State FeatureState
 
 	// tasks are the pending tasks of the current transition, in the order they
-	// run; the first one runs next.
+	// run; the first one runs next. Task names are unique. Only the server
+	// writes them, as a whole: the order is part of the value.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	Tasks []FeatureTask
 
 	// conditions describe the feature's state in more detail.
 	// +optional
+	// +patchMergeKey=type
+	// +patchStrategy=merge
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition
@@ -246,7 +250,7 @@ type FeatureUse struct {
 
 	// firstReportTime is when the entry was written.
 	// +optional
-	FirstReportTime metav1.Time
+	FirstReportTime *metav1.Time
 
 	// binaryVersion is the version, major.minor, of the binary of the
 	// instances that reported this value, for example "1.36".
@@ -265,7 +269,7 @@ type FeatureUse struct {
 	// kube-apiserver removes an entry that nobody renewed for a while: its
 	// instances are gone or no longer report. Set by the server.
 	// +optional
-	LastReportTime metav1.Time
+	LastReportTime *metav1.Time
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

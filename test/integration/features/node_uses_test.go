@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/test/integration/framework"
+	"k8s.io/utils/ptr"
 )
 
 // TestNodeReportsOnlyItsOwnUses runs the node authorizer and the
@@ -84,7 +85,7 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 			return err
 		})
 	}
-	own := featuresv1alpha1.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: metav1.Now()}
+	own := featuresv1alpha1.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: ptr.To(metav1.Now())}
 	if err := updateUses(func(f *featuresv1alpha1.Feature) { f.Status.Uses = append(f.Status.Uses, own) }); err != nil {
 		t.Fatalf("a node must report its own use: %v", err)
 	}

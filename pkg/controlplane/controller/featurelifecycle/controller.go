@@ -408,8 +408,12 @@ func (c *Controller) useAge(f *featuresv1alpha1.Feature, use featuresv1alpha1.Fe
 	if last.IsZero() {
 		last = use.FirstReportTime
 	}
+	var reported time.Time
+	if last != nil {
+		reported = last.Time
+	}
 	key := fmt.Sprintf("use/%s/%s/%s/%s/%t", f.Name, use.Component, use.BinaryVersion, use.EmulationVersion, use.Value)
-	return c.ages.age(key, stamp(last.Time), now)
+	return c.ages.age(key, stamp(reported), now)
 }
 
 // pruneUses removes from the uses what speaks for no running instance, at

@@ -207,7 +207,7 @@ func (e *testEnv) event(reason string) bool {
 // use is an entry of status.uses as a reporter of 1.36 writes it, reported now.
 func (e *testEnv) use(component string, value bool, instances ...string) featuresv1alpha1.FeatureUse {
 	now := metav1.NewTime(e.clock.Now())
-	return featuresv1alpha1.FeatureUse{Component: component, Value: value, Instances: instances, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: now, LastReportTime: now}
+	return featuresv1alpha1.FeatureUse{Component: component, Value: value, Instances: instances, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &now, LastReportTime: &now}
 }
 
 // setUses stores the uses of a Feature, as the reporters' writes would.
@@ -785,11 +785,11 @@ func TestExpiredUsesGo(t *testing.T) {
 		t.Fatalf("a fresh dangling use must stay and make upgrades unsafe: %s", dump(f))
 	}
 	e.clock.Step(29 * time.Minute)
-	renewed.LastReportTime = metav1.NewTime(e.clock.Now())
+	renewed.LastReportTime = ptr.To(metav1.NewTime(e.clock.Now()))
 	// A kubelet's entry is never renewed: its node lease is.
 	e.liveNodes("node-1")
 	kubelet := e.use("kubelet", true, "node-1")
-	kubelet.FirstReportTime, kubelet.LastReportTime = metav1.NewTime(e.clock.Now().Add(-29*time.Minute)), metav1.NewTime(e.clock.Now().Add(-29*time.Minute))
+	kubelet.FirstReportTime, kubelet.LastReportTime = ptr.To(metav1.NewTime(e.clock.Now().Add(-29*time.Minute))), ptr.To(metav1.NewTime(e.clock.Now().Add(-29*time.Minute)))
 	e.setUses("bar", renewed, left, versionless, kubelet)
 	e.clock.Step(time.Minute)
 	e.sync("bar")

@@ -273,7 +273,7 @@ func TestUsesExpireOnThisServersClock(t *testing.T) {
 	e.sync("bar") // On
 	left := e.use("kube-scheduler", false, "host-1")
 	behind := metav1.NewTime(e.clock.Now().Add(-2 * time.Hour)) // stamped by a server two hours behind
-	left.FirstReportTime, left.LastReportTime = behind, behind
+	left.FirstReportTime, left.LastReportTime = &behind, &behind
 	e.setUses("bar", left)
 	e.sync("bar")
 	e.clock.Step(time.Minute) // PruneInterval

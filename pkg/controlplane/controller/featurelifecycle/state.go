@@ -63,7 +63,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 
 	s.Default = ptr.To(spec.Default)
 	s.Stage = stageOf(spec)
-	s.LockToDefault = spec.LockToDefault
+	s.LockToDefault = ptr.To(spec.LockToDefault)
 	s.ConfiguredValue = ptr.To(configured)
 	s.Announcer = c.cfg.Identity
 	s.BinaryVersion = fmt.Sprintf("%d.%d", c.cfg.BinaryVersion.Major(), c.cfg.BinaryVersion.Minor())

@@ -167,13 +167,13 @@ func setReportTimes(uses, old []featuresapi.FeatureUse, now metav1.Time) {
 		use := &uses[i]
 		j := slices.IndexFunc(old, func(o featuresapi.FeatureUse) bool { return featuresapi.SameUse(o, *use) })
 		if j < 0 {
-			use.FirstReportTime, use.LastReportTime = now, now
+			use.FirstReportTime, use.LastReportTime = now.DeepCopy(), now.DeepCopy()
 			continue
 		}
 		use.FirstReportTime = old[j].FirstReportTime
 		added := slices.ContainsFunc(use.Instances, func(instance string) bool { return !slices.Contains(old[j].Instances, instance) })
-		if added || !use.LastReportTime.Equal(&old[j].LastReportTime) {
-			use.LastReportTime = now
+		if added || !use.LastReportTime.Equal(old[j].LastReportTime) {
+			use.LastReportTime = now.DeepCopy()
 		} else {
 			use.LastReportTime = old[j].LastReportTime
 		}

@@ -128,11 +128,11 @@ func TestUsesResetFieldsCoverTheStatus(t *testing.T) {
 func TestUsesReportTimesAreTheServers(t *testing.T) {
 	old := stored()
 	reported := metav1.NewTime(metav1.Now().Add(-time.Hour).Truncate(time.Second))
-	old.Status.Uses[0].FirstReportTime, old.Status.Uses[0].LastReportTime = reported, reported
+	old.Status.Uses[0].FirstReportTime, old.Status.Uses[0].LastReportTime = &reported, &reported
 	forged := metav1.NewTime(reported.Add(-24 * time.Hour))
 	update := old.DeepCopy()
-	update.Status.Uses[0].FirstReportTime = forged
-	update.Status.Uses = append(update.Status.Uses, featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: forged, LastReportTime: forged})
+	update.Status.Uses[0].FirstReportTime = &forged
+	update.Status.Uses = append(update.Status.Uses, featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &forged, LastReportTime: &forged})
 	before := metav1.Now().Rfc3339Copy()
 	UsesStrategy.PrepareForUpdate(context.Background(), update, old)
 	if got := update.Status.Uses[0].FirstReportTime; !got.Equal(&reported) {
@@ -141,14 +141,14 @@ func TestUsesReportTimesAreTheServers(t *testing.T) {
 	if got := update.Status.Uses[0].LastReportTime; !got.Equal(&reported) {
 		t.Errorf("existing entry nobody renewed: last report time %v, want the stored %v", got, reported)
 	}
-	for _, got := range []metav1.Time{update.Status.Uses[1].FirstReportTime, update.Status.Uses[1].LastReportTime} {
+	for _, got := range []*metav1.Time{update.Status.Uses[1].FirstReportTime, update.Status.Uses[1].LastReportTime} {
 		if got.Before(&before) {
 			t.Errorf("new entry: report time %v, want the server's time (not before %v)", got, before)
 		}
 	}
 
 	for name, change := range map[string]func(*featuresapi.FeatureUse){
-		"renewed":          func(use *featuresapi.FeatureUse) { use.LastReportTime = forged },
+		"renewed":          func(use *featuresapi.FeatureUse) { use.LastReportTime = &forged },
 		"instance added":   func(use *featuresapi.FeatureUse) { use.Instances = append(use.Instances, "node-9") },
 		"instance removed": func(use *featuresapi.FeatureUse) { use.Instances = nil },
 	} {

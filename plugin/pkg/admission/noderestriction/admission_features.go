@@ -86,13 +86,13 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 			continue
 		}
 		old := remaining[i]
-		if !slices.Equal(own, without(old.Instances, nodeName)) || !old.FirstReportTime.Equal(&use.FirstReportTime) {
+		if !slices.Equal(own, without(old.Instances, nodeName)) || !old.FirstReportTime.Equal(use.FirstReportTime) {
 			return fmt.Errorf("node %q may only add itself to the kubelet use of value %t, not change the other instances or the report time", nodeName, use.Value)
 		}
 		if len(use.Instances) == 0 && len(old.Instances) > 0 {
 			return fmt.Errorf("node %q may not leave the kubelet use of value %t without instances: remove the entry that named only it", nodeName, use.Value)
 		}
-		if !old.LastReportTime.Equal(&use.LastReportTime) && !slices.Contains(use.Instances, nodeName) {
+		if !old.LastReportTime.Equal(use.LastReportTime) && !slices.Contains(use.Instances, nodeName) {
 			return fmt.Errorf("node %q may only renew a kubelet use that names it, not the one of value %t", nodeName, use.Value)
 		}
 		remaining = slices.Delete(remaining, i, i+1)

@@ -27,13 +27,14 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	featuresapi "k8s.io/kubernetes/pkg/apis/features"
 	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
+	"k8s.io/utils/ptr"
 )
 
 func TestAdmitFeatureUses(t *testing.T) {
 	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	stored := []featuresapi.FeatureUse{
-		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
-		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
+		{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported},
+		{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported},
 	}
 	withUses := func(uses ...featuresapi.FeatureUse) []featuresapi.FeatureUse {
 		return append([]featuresapi.FeatureUse{stored[0], stored[1]}, uses...)
@@ -51,7 +52,7 @@ func TestAdmitFeatureUses(t *testing.T) {
 		uses        []featuresapi.FeatureUse
 		wantErr     string
 	}{
-		{name: "a new value naming only itself", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported})},
+		{name: "a new value naming only itself", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported})},
 		{name: "itself added to an existing value", node: "mynode", uses: addInstance("node-1", "mynode")},
 		{name: "unchanged", node: "mynode", uses: withUses()},
 		{name: "another node's use", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"node-2"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}), wantErr: `may only report its own use: the new kubelet use of value false names [node-2]`},
@@ -61,31 +62,31 @@ func TestAdmitFeatureUses(t *testing.T) {
 		{name: "a use removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[1]}, wantErr: "may not remove uses: kube-apiserver=true is missing"},
 		{name: "the report time changed", node: "node-1", uses: func() []featuresapi.FeatureUse {
 			uses := withUses()
-			uses[1].FirstReportTime = metav1.NewTime(reported.Add(time.Hour))
+			uses[1].FirstReportTime = ptr.To(metav1.NewTime(reported.Add(time.Hour)))
 			return uses
 		}(), wantErr: "not change the other instances or the report time"},
-		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}}},
-		{name: "itself moved to a new version, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: reported}}},
+		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}}},
+		{name: "itself moved to a new version, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported}}},
 		{name: "its entry renewed", node: "node-1", uses: func() []featuresapi.FeatureUse {
 			uses := withUses()
-			uses[1].LastReportTime = metav1.NewTime(reported.Add(time.Hour))
+			uses[1].LastReportTime = ptr.To(metav1.NewTime(reported.Add(time.Hour)))
 			return uses
 		}()},
 		{name: "an entry that does not name it renewed", node: "mynode", uses: func() []featuresapi.FeatureUse {
 			uses := withUses()
-			uses[1].LastReportTime = metav1.NewTime(reported.Add(time.Hour))
+			uses[1].LastReportTime = ptr.To(metav1.NewTime(reported.Add(time.Hour)))
 			return uses
 		}(), wantErr: "may only renew a kubelet use that names it"},
 		{name: "its own entry removed without moving", node: "node-1", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "another node's entry removed", node: "mynode", uses: []featuresapi.FeatureUse{stored[0]}, wantErr: "may not remove uses: kubelet=true is missing"},
 		{name: "itself twice", node: "mynode", uses: addInstance("node-1", "mynode", "mynode"), wantErr: "named more than once"},
 		// An entry nobody names would hold a transition for ever (issue 34).
-		{name: "a new value naming no instance", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}), wantErr: "names no instance"},
+		{name: "a new value naming no instance", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}), wantErr: "names no instance"},
 		{name: "its own entry left without instances", node: "node-1", uses: addInstance(), wantErr: "may not leave the kubelet use of value true without instances"},
-		{name: "itself in a second entry", node: "node-1", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.36", FirstReportTime: reported}), wantErr: "may be named in one kubelet use only"},
+		{name: "itself in a second entry", node: "node-1", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.36", FirstReportTime: &reported}), wantErr: "may be named in one kubelet use only"},
 		{name: "itself in two new entries", node: "mynode", uses: withUses(
-			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported},
-			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: reported},
+			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported},
+			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported},
 		), wantErr: "may be named in one kubelet use only"},
 		{name: "status subresource", node: "mynode", subresource: "status", uses: withUses(), wantErr: "nodes may only update the uses subresource of features"},
 		{name: "create", node: "mynode", operation: admission.Create, uses: withUses(), wantErr: "unexpected operation CREATE"},
@@ -124,8 +125,8 @@ func TestAdmitFeatureUses(t *testing.T) {
 // it is or remove it.
 func TestAdmitFeatureUsesAroundAnEntryNamingNobody(t *testing.T) {
 	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	empty := featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}
-	own := featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: reported}
+	empty := featuresapi.FeatureUse{Component: "kubelet", Value: false, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}
+	own := featuresapi.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}
 	for name, uses := range map[string][]featuresapi.FeatureUse{
 		"kept":    {empty, own},
 		"removed": {own},

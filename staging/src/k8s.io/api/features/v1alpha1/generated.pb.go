@@ -277,14 +277,16 @@ func (m *FeatureStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x20
 	}
-	i--
-	if m.LockToDefault {
-		dAtA[i] = 1
-	} else {
-		dAtA[i] = 0
+	if m.LockToDefault != nil {
+		i--
+		if *m.LockToDefault {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x18
 	}
-	i--
-	dAtA[i] = 0x18
 	i -= len(m.Stage)
 	copy(dAtA[i:], m.Stage)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Stage)))
@@ -380,16 +382,18 @@ func (m *FeatureUse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
-	{
-		size, err := m.LastReportTime.MarshalToSizedBuffer(dAtA[:i])
-		if err != nil {
-			return 0, err
+	if m.LastReportTime != nil {
+		{
+			size, err := m.LastReportTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
 		}
-		i -= size
-		i = encodeVarintGenerated(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x3a
 	}
-	i--
-	dAtA[i] = 0x3a
 	i -= len(m.EmulationVersion)
 	copy(dAtA[i:], m.EmulationVersion)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.EmulationVersion)))
@@ -400,16 +404,18 @@ func (m *FeatureUse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.BinaryVersion)))
 	i--
 	dAtA[i] = 0x2a
-	{
-		size, err := m.FirstReportTime.MarshalToSizedBuffer(dAtA[:i])
-		if err != nil {
-			return 0, err
+	if m.FirstReportTime != nil {
+		{
+			size, err := m.FirstReportTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
 		}
-		i -= size
-		i = encodeVarintGenerated(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x22
 	}
-	i--
-	dAtA[i] = 0x22
 	if len(m.Instances) > 0 {
 		for iNdEx := len(m.Instances) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.Instances[iNdEx])
@@ -500,7 +506,9 @@ func (m *FeatureStatus) Size() (n int) {
 	}
 	l = len(m.Stage)
 	n += 1 + l + sovGenerated(uint64(l))
-	n += 2
+	if m.LockToDefault != nil {
+		n += 2
+	}
 	if m.ConfiguredValue != nil {
 		n += 2
 	}
@@ -577,14 +585,18 @@ func (m *FeatureUse) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
-	l = m.FirstReportTime.Size()
-	n += 1 + l + sovGenerated(uint64(l))
+	if m.FirstReportTime != nil {
+		l = m.FirstReportTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	l = len(m.BinaryVersion)
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.EmulationVersion)
 	n += 1 + l + sovGenerated(uint64(l))
-	l = m.LastReportTime.Size()
-	n += 1 + l + sovGenerated(uint64(l))
+	if m.LastReportTime != nil {
+		l = m.LastReportTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -654,7 +666,7 @@ func (this *FeatureStatus) String() string {
 	s := strings.Join([]string{`&FeatureStatus{`,
 		`Default:` + valueToStringGenerated(this.Default) + `,`,
 		`Stage:` + fmt.Sprintf("%v", this.Stage) + `,`,
-		`LockToDefault:` + fmt.Sprintf("%v", this.LockToDefault) + `,`,
+		`LockToDefault:` + valueToStringGenerated(this.LockToDefault) + `,`,
 		`ConfiguredValue:` + valueToStringGenerated(this.ConfiguredValue) + `,`,
 		`Announcer:` + fmt.Sprintf("%v", this.Announcer) + `,`,
 		`BinaryVersion:` + fmt.Sprintf("%v", this.BinaryVersion) + `,`,
@@ -690,10 +702,10 @@ func (this *FeatureUse) String() string {
 		`Component:` + fmt.Sprintf("%v", this.Component) + `,`,
 		`Value:` + fmt.Sprintf("%v", this.Value) + `,`,
 		`Instances:` + fmt.Sprintf("%v", this.Instances) + `,`,
-		`FirstReportTime:` + strings.Replace(strings.Replace(fmt.Sprintf("%v", this.FirstReportTime), "Time", "v1.Time", 1), `&`, ``, 1) + `,`,
+		`FirstReportTime:` + strings.Replace(fmt.Sprintf("%v", this.FirstReportTime), "Time", "v1.Time", 1) + `,`,
 		`BinaryVersion:` + fmt.Sprintf("%v", this.BinaryVersion) + `,`,
 		`EmulationVersion:` + fmt.Sprintf("%v", this.EmulationVersion) + `,`,
-		`LastReportTime:` + strings.Replace(strings.Replace(fmt.Sprintf("%v", this.LastReportTime), "Time", "v1.Time", 1), `&`, ``, 1) + `,`,
+		`LastReportTime:` + strings.Replace(fmt.Sprintf("%v", this.LastReportTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -1155,7 +1167,8 @@ func (m *FeatureStatus) Unmarshal(dAtA []byte) error {
 					break
 				}
 			}
-			m.LockToDefault = bool(v != 0)
+			b := bool(v != 0)
+			m.LockToDefault = &b
 		case 4:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field ConfiguredValue", wireType)
@@ -1820,6 +1833,9 @@ func (m *FeatureUse) Unmarshal(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
+			if m.FirstReportTime == nil {
+				m.FirstReportTime = &v1.Time{}
+			}
 			if err := m.FirstReportTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -1916,6 +1932,9 @@ func (m *FeatureUse) Unmarshal(dAtA []byte) error {
 			}
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
+			}
+			if m.LastReportTime == nil {
+				m.LastReportTime = &v1.Time{}
 			}
 			if err := m.LastReportTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err

@@ -137,7 +137,7 @@ type FeatureStatus struct {
 
 	// lockToDefault is true when the feature cannot be set away from its default.
 	// +optional
-	LockToDefault bool `json:"lockToDefault,omitempty" protobuf:"varint,3,opt,name=lockToDefault"`
+	LockToDefault *bool `json:"lockToDefault,omitempty" protobuf:"varint,3,opt,name=lockToDefault"`
 
 	// configuredValue is the value the announcing kube-apiserver runs with: its
 	// default unless set on its command line.
@@ -149,11 +149,13 @@ type FeatureStatus struct {
 	// +optional
 	Announcer string `json:"announcer,omitempty" protobuf:"bytes,5,opt,name=announcer"`
 
-	// binaryVersion is the binary version of the announcing kube-apiserver.
+	// binaryVersion is the binary version, major.minor, of the announcing
+	// kube-apiserver, for example "1.36".
 	// +optional
 	BinaryVersion string `json:"binaryVersion,omitempty" protobuf:"bytes,6,opt,name=binaryVersion"`
 
-	// emulationVersion is the emulation version of the announcing kube-apiserver.
+	// emulationVersion is the emulation version, major.minor, of the announcing
+	// kube-apiserver.
 	// +optional
 	EmulationVersion string `json:"emulationVersion,omitempty" protobuf:"bytes,7,opt,name=emulationVersion"`
 
@@ -168,17 +170,19 @@ type FeatureStatus struct {
 	State FeatureState `json:"state,omitempty" protobuf:"bytes,9,opt,name=state,casttype=FeatureState"`
 
 	// tasks are the pending tasks of the current transition, in the order they
-	// run; the first one runs next.
+	// run; the first one runs next. Task names are unique. Only the server
+	// writes them, as a whole: the order is part of the value.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	Tasks []FeatureTask `json:"tasks,omitempty" protobuf:"bytes,10,rep,name=tasks"`
 
 	// conditions describe the feature's state in more detail.
 	// +optional
+	// +patchMergeKey=type
+	// +patchStrategy=merge
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,11,rep,name=conditions"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,11,rep,name=conditions"`
 
 	// uses are the values components found when they checked the feature: one
 	// entry per component, value and versions, each with a small sample of the
@@ -247,7 +251,7 @@ type FeatureUse struct {
 
 	// firstReportTime is when the entry was written.
 	// +optional
-	FirstReportTime metav1.Time `json:"firstReportTime,omitempty" protobuf:"bytes,4,opt,name=firstReportTime"`
+	FirstReportTime *metav1.Time `json:"firstReportTime,omitempty" protobuf:"bytes,4,opt,name=firstReportTime"`
 
 	// binaryVersion is the version, major.minor, of the binary of the
 	// instances that reported this value, for example "1.36".
@@ -266,7 +270,7 @@ type FeatureUse struct {
 	// kube-apiserver removes an entry that nobody renewed for a while: its
 	// instances are gone or no longer report. Set by the server.
 	// +optional
-	LastReportTime metav1.Time `json:"lastReportTime,omitempty" protobuf:"bytes,7,opt,name=lastReportTime"`
+	LastReportTime *metav1.Time `json:"lastReportTime,omitempty" protobuf:"bytes,7,opt,name=lastReportTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

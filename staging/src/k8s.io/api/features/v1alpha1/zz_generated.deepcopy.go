@@ -111,6 +111,11 @@ func (in *FeatureStatus) DeepCopyInto(out *FeatureStatus) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.LockToDefault != nil {
+		in, out := &in.LockToDefault, &out.LockToDefault
+		*out = new(bool)
+		**out = **in
+	}
 	if in.ConfiguredValue != nil {
 		in, out := &in.ConfiguredValue, &out.ConfiguredValue
 		*out = new(bool)
@@ -187,8 +192,14 @@ func (in *FeatureUse) DeepCopyInto(out *FeatureUse) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
-	in.FirstReportTime.DeepCopyInto(&out.FirstReportTime)
-	in.LastReportTime.DeepCopyInto(&out.LastReportTime)
+	if in.FirstReportTime != nil {
+		in, out := &in.FirstReportTime, &out.FirstReportTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastReportTime != nil {
+		in, out := &in.LastReportTime, &out.LastReportTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

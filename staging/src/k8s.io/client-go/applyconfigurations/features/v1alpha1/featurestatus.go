@@ -41,9 +41,11 @@ type FeatureStatusApplyConfiguration struct {
 	// announcer is the identity of the kube-apiserver that last announced the
 	// feature (its apiserver identity lease).
 	Announcer *string `json:"announcer,omitempty"`
-	// binaryVersion is the binary version of the announcing kube-apiserver.
+	// binaryVersion is the binary version, major.minor, of the announcing
+	// kube-apiserver, for example "1.36".
 	BinaryVersion *string `json:"binaryVersion,omitempty"`
-	// emulationVersion is the emulation version of the announcing kube-apiserver.
+	// emulationVersion is the emulation version, major.minor, of the announcing
+	// kube-apiserver.
 	EmulationVersion *string `json:"emulationVersion,omitempty"`
 	// unknownSinceVersion is the first binary version of kube-apiserver that did
 	// not know the feature, after an upgrade or a downgrade; empty while the
@@ -52,7 +54,8 @@ type FeatureStatusApplyConfiguration struct {
 	// state is where the feature is in the cluster.
 	State *featuresv1alpha1.FeatureState `json:"state,omitempty"`
 	// tasks are the pending tasks of the current transition, in the order they
-	// run; the first one runs next.
+	// run; the first one runs next. Task names are unique. Only the server
+	// writes them, as a whole: the order is part of the value.
 	Tasks []FeatureTaskApplyConfiguration `json:"tasks,omitempty"`
 	// conditions describe the feature's state in more detail.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`

@@ -308,7 +308,7 @@ func (r *reporter) renewalDue(u featuresv1alpha1.FeatureUse) bool {
 	if last.IsZero() {
 		last = u.FirstReportTime
 	}
-	return r.opts.RenewInterval > 0 && time.Since(last.Time) >= r.opts.RenewInterval
+	return r.opts.RenewInterval > 0 && (last.IsZero() || time.Since(last.Time) >= r.opts.RenewInterval)
 }
 
 // namedElsewhere returns the index of another entry of this component that

@@ -38,6 +38,7 @@ import (
 	featureslisters "k8s.io/client-go/listers/features/v1alpha1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // fakeServer stores Features with optimistic concurrency, as kube-apiserver
@@ -130,12 +131,12 @@ func newFakeServer(lag time.Duration, names ...string) (*fakeServer, *fake.Clien
 				return u.Component == use.Component && u.Value == use.Value && u.BinaryVersion == use.BinaryVersion && u.EmulationVersion == use.EmulationVersion
 			})
 			if i < 0 {
-				use.FirstReportTime, use.LastReportTime = metav1.Now(), metav1.Now()
+				use.FirstReportTime, use.LastReportTime = ptr.To(metav1.Now()), ptr.To(metav1.Now())
 				stored.Status.Uses = append(stored.Status.Uses, use)
 				continue
 			}
 			if !use.LastReportTime.IsZero() {
-				stored.Status.Uses[i].LastReportTime = metav1.Now()
+				stored.Status.Uses[i].LastReportTime = ptr.To(metav1.Now())
 			}
 			for _, instance := range use.Instances {
 				if !slices.Contains(stored.Status.Uses[i].Instances, instance) {
@@ -214,7 +215,7 @@ func TestReportRenewsItsEntry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			server, client, lister := newFakeServer(0, "alphafeature")
 			f := server.features["alphafeature"]
-			f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1", "node-2", "node-3"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: old, LastReportTime: tc.last}}
+			f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-1", "node-2", "node-3"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &old, LastReportTime: &tc.last}}
 			_ = server.indexer.Update(f.DeepCopy())
 			g := NewGate(newTestGate(t))
 			if err := g.Set("AlphaFeature=true"); err != nil {
@@ -455,7 +456,7 @@ func TestReportMovesTheInstanceToItsNewValue(t *testing.T) {
 			}
 			got := server.uses("alphafeature")
 			for i := range got {
-				got[i].FirstReportTime = metav1.Time{}
+				got[i].FirstReportTime = nil
 			}
 			if !slices.EqualFunc(got, tc.want, func(a, b featuresv1alpha1.FeatureUse) bool {
 				return a.Component == b.Component && a.Value == b.Value && a.BinaryVersion == b.BinaryVersion && a.EmulationVersion == b.EmulationVersion && slices.Equal(a.Instances, b.Instances)
