@@ -109,13 +109,13 @@ func BenchmarkImagePullBurst(b *testing.B) {
 	}{{"per-connection", false}, {"shared", true}} {
 		for _, gate := range []bool{false, true} {
 			b.Run(fmt.Sprintf("link=%s/gate=%t", link.name, gate), func(b *testing.B) {
-				restartKubeletWithPullGate(ctx, b, c, gate)
+				restartKubeletWithPullGate(ctx, b, c, gate, "")
 				registry := startThrottledRegistry(ctx, b, link.shared)
 				var seconds float64
 				var pulls, served int64
 				for i := range b.N {
 					b.StopTimer()
-					removeBurstImages(ctx, b, c, ids)
+					removeImages(ctx, b, c, "/carry/burst", ids)
 					registry.reset()
 					b.StartTimer()
 					took := runBurst(ctx, b, cs, registry.addr)
@@ -143,12 +143,12 @@ func mustRef(tb testing.TB, s string) name.Reference {
 }
 
 // restartKubeletWithPullGate restarts the node's kubelet with its configuration
-// file but KubeletImagePullGate as given, and checks by the gate's metrics that
-// it took. The gate is set in a copy of the file, not by --feature-gates: the
+// file but KubeletImagePullGate as given (and abandonedImagePullPolicy, unless
+// empty), and checks by the gate's metrics that it took. The gate is set in a copy of the file, not by --feature-gates: the
 // file's gates decide the defaults of the gate's fields (as upstream's do for
 // KubeletCrashLoopBackOffMax), and the flag would turn the gate off after the
 // file had defaulted abandonedImagePullPolicy, which validation then refuses.
-func restartKubeletWithPullGate(ctx context.Context, b *testing.B, c *Cluster, on bool) {
+func restartKubeletWithPullGate(ctx context.Context, b *testing.B, c *Cluster, on bool, abandonedPolicy string) {
 	b.Helper()
 	file := c.firstNode().path("etc", "kubelet.yaml")
 	config, err := os.ReadFile(file)
@@ -159,8 +159,12 @@ func restartKubeletWithPullGate(ctx context.Context, b *testing.B, c *Cluster, o
 	if !bytes.Contains(config, []byte(gateOn)) {
 		b.Fatalf("%s does not turn KubeletImagePullGate on", file)
 	}
+	config = bytes.Replace(config, []byte(gateOn), fmt.Appendf(nil, "KubeletImagePullGate: %t", on), 1)
+	if abandonedPolicy != "" {
+		config = fmt.Appendf(config, "abandonedImagePullPolicy: %s\n", abandonedPolicy)
+	}
 	flipped := filepath.Join(b.TempDir(), "kubelet.yaml")
-	if err := os.WriteFile(flipped, bytes.Replace(config, []byte(gateOn), fmt.Appendf(nil, "KubeletImagePullGate: %t", on), 1), 0o600); err != nil {
+	if err := os.WriteFile(flipped, config, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	if err := c.restart(ctx, "kubelet", nil, "--config="+flipped); err != nil {
@@ -278,12 +282,12 @@ func (c *throttledConn) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// removeBurstImages waits until the kubelet has removed the containers of the
-// burst's pods (their snapshots keep the images' unpacked layers, and a pull
-// fetches no layer whose snapshot exists), then removes the burst's images, by
-// every name the runtime gave them (tag, digest and image id), and synchronously
-// their content and snapshots from the node's containerd.
-func removeBurstImages(ctx context.Context, b *testing.B, c *Cluster, ids []string) {
+// removeImages waits until the kubelet has removed the containers of images of
+// the repository (their snapshots keep the images' unpacked layers, and a pull
+// fetches no layer whose snapshot exists), then removes those images, by every
+// name the runtime gave them (tag, digest and image id), and synchronously their
+// content and snapshots from the node's containerd.
+func removeImages(ctx context.Context, b *testing.B, c *Cluster, repository string, ids []string) {
 	b.Helper()
 	ctr := func(args ...string) (string, error) {
 		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.firstNode().ContainerdSocket(), "--namespace", "k8s.io"}, args...)...).CombinedOutput()
@@ -294,9 +298,9 @@ func removeBurstImages(ctx context.Context, b *testing.B, c *Cluster, ids []stri
 	}
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		out, err := ctr("containers", "ls")
-		return !strings.Contains(out, "/carry/burst"), err
+		return !strings.Contains(out, repository), err
 	}); err != nil {
-		b.Fatalf("the burst's containers are still there: %v", err)
+		b.Fatalf("containers of %s are still there: %v", repository, err)
 	}
 	out, err := ctr("images", "ls", "-q")
 	if err != nil {
@@ -304,7 +308,7 @@ func removeBurstImages(ctx context.Context, b *testing.B, c *Cluster, ids []stri
 	}
 	var refs []string
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "/carry/burst") || slices.Contains(ids, line) {
+		if strings.Contains(line, repository) || slices.Contains(ids, line) {
 			refs = append(refs, line)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"maps"
@@ -249,13 +250,13 @@ func Synthetic(pause v1.Image, mib int) (v1.Image, error) { return SyntheticVari
 // for images of one size that share no layer but the pause image's.
 func SyntheticVariant(pause v1.Image, mib, variant int) (v1.Image, error) {
 	data := make([]byte, mib<<20)
-	var seed [32]byte
 	s := fmt.Sprintf("kube-carry synthetic %d MiB", mib)
 	if variant != 0 {
 		s += fmt.Sprintf(" #%d", variant)
 	}
-	copy(seed[:], s)
-	rand.NewChaCha8(seed).Read(data)
+	// Hashed, not copied: a seed cut to its 32 bytes made variants whose names
+	// differ only after them (#1000, #1001) the same image.
+	rand.NewChaCha8(sha256.Sum256([]byte(s))).Read(data)
 	l, err := Layer([]File{{Path: "data/blob", Data: data}})
 	if err != nil {
 		return nil, err

@@ -98,6 +98,14 @@ func TestSyntheticImagesHaveTheirSizeAndAreDeterministic(t *testing.T) {
 	if da != db || da == dc || d0 != da || d1 == da {
 		t.Errorf("digests: 2 MiB %s %s, 3 MiB %s, 2 MiB variants 0 %s and 1 %s", da, db, dc, d0, d1)
 	}
+	// Variants whose names share their first 32 bytes are other images too.
+	long1, _ := SyntheticVariant(base, 2, 10000)
+	long2, _ := SyntheticVariant(base, 2, 10001)
+	dl1, _ := long1.Digest()
+	dl2, _ := long2.Digest()
+	if dl1 == dl2 {
+		t.Errorf("2 MiB variants 10000 and 10001 are the same image %s", dl1)
+	}
 	layers, _ := a.Layers()
 	size, _ := layers[len(layers)-1].Size()
 	if size < 2<<20 {
