@@ -341,18 +341,6 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 	}
 }
 
-// setDelegated records whether the runtime enforces the limit, as the runtime
-// just reported it; it says whether that changed. The report confirms the limit
-// for the pulls waiting beyond it, which are granted at once.
-func (g *pullGate) setDelegated(delegated bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	changed := g.delegated.Swap(delegated) != delegated
-	g.reports++
-	g.grantLocked(delegated)
-	return changed
-}
-
 // enqueueLocked gives the pull its place: the one it kept, if its pod comes back
 // after its wait timed out, or the end of the queue.
 func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pullTicket {
@@ -411,35 +399,6 @@ func (g *pullGate) grantLocked(runtimeConfirmed bool) {
 		}
 		signal(t.wake)
 	}
-}
-
-// confirmLocked asks the runtime, unless a question is already out, whether it
-// still enforces the limit, and grants again with the answer: beyond the limit
-// when it does; when it does not, the kubelet takes the limit back until the
-// runtime reports it again on a status poll.
-func (g *pullGate) confirmLocked() {
-	confirm := g.handOff.confirmer()
-	if g.confirming || confirm == nil {
-		return
-	}
-	g.confirming = true
-	asked := g.reports
-	go func() {
-		enforces := confirm(g.limit)
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.confirming = false
-		if g.reports != asked {
-			// A status poll reported since the question was asked: its
-			// report is newer than this answer, and has granted by it.
-			g.grantLocked(false)
-			return
-		}
-		if !enforces {
-			g.delegated.Store(false)
-		}
-		g.grantLocked(enforces)
-	}()
 }
 
 // waitForLocked makes t wait for p, a pull of its image, handing on a slot it was
