@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -49,11 +48,8 @@ type pullGate struct {
 	imageService kubecontainer.ImageService
 	// limit is the number of slots; 0 means no limit.
 	limit int64
-	// delegated is set when the runtime enforces the limit itself: the gate then
-	// still orders, deduplicates and cancels, but no longer holds pulls back once
-	// the runtime confirmed it still enforces the limit.
-	delegated    atomic.Bool
-	handOff      handOff
+	// limitHandOff is the state of the CRI hand-off of the limit.
+	limitHandOff
 	queueTimeout time.Duration
 	// clock times the waits for a slot and the places kept in the queue.
 	clock clock.WithTicker
@@ -74,12 +70,6 @@ type pullGate struct {
 	// places keeps the place in the queue of a pod whose wait timed out, for its
 	// next attempt after the back-off.
 	places map[placeKey]keptPlace
-	// confirming is set while the runtime is asked whether it still enforces the
-	// limit (confirmLocked).
-	confirming bool
-	// reports counts the status polls' reports (setDelegated), so that an answer
-	// to confirmLocked older than a report is not applied over it.
-	reports uint64
 }
 
 // imageKey identifies an image in the runtime: pulls of one image with one runtime

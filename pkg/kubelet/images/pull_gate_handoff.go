@@ -19,6 +19,7 @@ package images
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -29,6 +30,22 @@ import (
 // through UpdateRuntimeConfig, and while it reports that limit in its status
 // the gate no longer holds pulls back beyond it (it still orders,
 // deduplicates and cancels them).
+
+// limitHandOff is the pull gate's state of the hand-off of its limit.
+type limitHandOff struct {
+	// delegated is set when the runtime enforces the limit itself: the gate then
+	// still orders, deduplicates and cancels, but no longer holds pulls back once
+	// the runtime confirmed it still enforces the limit.
+	delegated atomic.Bool
+	handOff   handOff
+	// confirming is set while the runtime is asked whether it still enforces the
+	// limit (confirmLocked). Guarded by pullGate.mu.
+	confirming bool
+	// reports counts the status polls' reports (setDelegated), so that an answer
+	// to confirmLocked older than a report is not applied over it. Guarded by
+	// pullGate.mu.
+	reports uint64
+}
 
 // PullLimitHandOff is implemented by an image manager whose limit of parallel pulls
 // a container runtime can take over (KubeletImagePullGate).
