@@ -25,12 +25,10 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
@@ -61,20 +59,7 @@ const (
 func BenchmarkImagePullAfterDeletedPods(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	c, _ := upForTest(ctx, b)
-	config, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	config.QPS, config.Burst = 100, 100
-	cs, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pause, err := remote.Image(mustRef(b, images.Names{Registry: RegistryAddr}.Pause()), remote.WithContext(ctx))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, cs, pause := upForPullBenchmark(ctx, b)
 
 	variant := 0
 	for _, kubelet := range []struct {

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -69,22 +70,7 @@ const (
 func BenchmarkImagePullBurst(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	c, _ := upForTest(ctx, b)
-	// The default client's 5 requests per second would spread the burst's creation over seconds.
-	config, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	config.QPS, config.Burst = 100, 100
-	cs, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	pause, err := remote.Image(mustRef(b, images.Names{Registry: RegistryAddr}.Pause()), remote.WithContext(ctx))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, cs, pause := upForPullBenchmark(ctx, b)
 	set := images.Set{}
 	var ids []string
 	for i := range burstImages {
@@ -132,6 +118,29 @@ func BenchmarkImagePullBurst(b *testing.B) {
 			})
 		}
 	}
+}
+
+// upForPullBenchmark brings the local cluster up and returns it, a client
+// that creates pods at once and the local registry's pause image, on which
+// the benchmarks' images are built.
+func upForPullBenchmark(ctx context.Context, b *testing.B) (*Cluster, kubernetes.Interface, v1.Image) {
+	b.Helper()
+	c, _ := upForTest(ctx, b)
+	// The default client's 5 requests per second would spread a burst's creation over seconds.
+	config, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	config.QPS, config.Burst = 100, 100
+	cs, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pause, err := remote.Image(mustRef(b, images.Names{Registry: RegistryAddr}.Pause()), remote.WithContext(ctx))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, cs, pause
 }
 
 func mustRef(tb testing.TB, s string) name.Reference {
