@@ -20,7 +20,6 @@ package e2enode
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -96,13 +95,6 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 		_, path, _ := strings.Cut(imageutils.GetE2EImage(imageutils.BusyBox), "/")
 		return registry + "/" + path + "--" + string(uuid.NewUUID())
 	}
-	// newRepositoryImage is the e2e busybox image in a repository the node has never
-	// pulled from: the kubelet keeps the credentials that pulled an image by repository.
-	newRepositoryImage := func() string {
-		_, path, _ := strings.Cut(imageutils.GetE2EImage(imageutils.BusyBox), "/")
-		repo, tag, _ := strings.Cut(path, ":")
-		return registry + "/" + repo + "--" + string(uuid.NewUUID()) + ":" + tag
-	}
 	// newPodIn creates a pod of image in a namespace, with a pull secret unless secret is "".
 	newPodIn := func(ctx context.Context, namespace, name, image string, policy v1.PullPolicy, secret string) *v1.Pod {
 		pod := &v1.Pod{
@@ -124,16 +116,6 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 	}
 	newPod := func(ctx context.Context, name, image string, policy v1.PullPolicy) *v1.Pod {
 		return newPodIn(ctx, f.Namespace.Name, name, image, policy, "")
-	}
-	// pullSecret creates a secret with credentials for the registry.
-	pullSecret := func(ctx context.Context, namespace, name, credentials string) {
-		config := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, registry, base64.StdEncoding.EncodeToString([]byte(credentials)))
-		_, err := f.ClientSet.CoreV1().Secrets(namespace).Create(ctx, &v1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Type:       v1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{v1.DockerConfigJsonKey: []byte(config)},
-		}, metav1.CreateOptions{})
-		framework.ExpectNoError(err)
 	}
 	// messagesIn are the messages of the events of one reason for each pod of a namespace.
 	messagesIn := func(ctx context.Context, namespace, reason string) map[string][]string {
@@ -212,50 +194,6 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.CriProxy, framework.WithF
 			gomega.Expect(after).To(gomega.HaveKeyWithValue(kubeletmetrics.ImagePullQueueLengthKey, 0.0))
 			gomega.Expect(after).To(gomega.HaveKeyWithValue(kubeletmetrics.ImagePullQueueRunningPullsKey, 0.0))
 			gomega.Expect(after[kubeletmetrics.ImagePullQueueWaitDurationKey+"_count"] - before[kubeletmetrics.ImagePullQueueWaitDurationKey+"_count"]).To(gomega.Equal(5.0))
-		})
-
-		ginkgo.It("should pull an image once for pods that need it at the same time, and again for a pod that always pulls", func(ctx context.Context) {
-			before := pullQueueMetrics(ctx)
-			image := newImage()
-			first := newPod(ctx, "first", image, v1.PullIfNotPresent)
-			arrived(1, "the first pod pulls")
-			waiting := newPod(ctx, "waiting", image, v1.PullIfNotPresent)
-			eventually(ctx, kubeletevents.QueuedImagePull, waiting.Name, "started for another pod")
-			always := newPod(ctx, "always", image, v1.PullAlways)
-			arrived(2, "a pod that always pulls does not wait for another pod's pull")
-
-			pulls.releaseAll()
-			running(ctx, first, waiting, always)
-			eventually(ctx, kubeletevents.PulledImage, waiting.Name, "pulled for another pod while this one waited")
-			gomega.Expect(pulls.arrived()).To(gomega.Equal(2), "the waiting pod pulled the image itself")
-			gomega.Expect(messages(ctx, kubeletevents.PullingImage)).NotTo(gomega.HaveKey(waiting.Name))
-			after := pullQueueMetrics(ctx)
-			gomega.Expect(after[kubeletmetrics.ImagePullQueuePullsAvoidedKey] - before[kubeletmetrics.ImagePullQueuePullsAvoidedKey]).To(gomega.Equal(1.0))
-		})
-
-		ginkgo.It("should let a pod use an image another pod pulled only with the same credentials", func(ctx context.Context) {
-			// KEP-2535 (KubeletEnsureSecretPulledImages): a pod that waited for another
-			// pod's pull checks the image again with its own credentials.
-			other, err := f.CreateNamespace(ctx, "image-pull-gate-other", nil)
-			framework.ExpectNoError(err)
-			pullSecret(ctx, f.Namespace.Name, "creds", "user:secret")
-			pullSecret(ctx, other.Name, "same-creds", "user:secret")
-			image := newRepositoryImage()
-			first := newPodIn(ctx, f.Namespace.Name, "first", image, v1.PullIfNotPresent, "creds")
-			arrived(1, "the first pod pulls")
-			same := newPodIn(ctx, other.Name, "same-credentials", image, v1.PullIfNotPresent, "same-creds")
-			none := newPodIn(ctx, other.Name, "no-credentials", image, v1.PullIfNotPresent, "")
-			for _, p := range []*v1.Pod{same, none} {
-				eventuallyIn(ctx, other.Name, kubeletevents.QueuedImagePull, p.Name, "started for another pod")
-			}
-			arrived(1, "the other pods wait for the first pod's pull")
-
-			pulls.releaseAll()
-			running(ctx, first, same, none)
-			eventuallyIn(ctx, other.Name, kubeletevents.PulledImage, same.Name, "pulled for another pod while this one waited")
-			gomega.Expect(messagesIn(ctx, other.Name, kubeletevents.PullingImage)).NotTo(gomega.HaveKey(same.Name), "the pod with the same credentials pulled")
-			gomega.Expect(messagesIn(ctx, other.Name, kubeletevents.PullingImage)).To(gomega.HaveKey(none.Name), "the pod without credentials used the image pulled with the first pod's")
-			gomega.Expect(pulls.arrived()).To(gomega.Equal(2), "pulls that reached the runtime: the first pod's and the pod's without credentials")
 		})
 
 		ginkgo.It("should never pull the image of a pod deleted while its pull waits for a slot", func(ctx context.Context) {

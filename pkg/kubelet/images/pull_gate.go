@@ -38,18 +38,12 @@ import (
 // arrives and waits for one of a limited number of slots; a pod whose context ends
 // leaves the queue at once. Every pull is the pod's own: it reaches the runtime
 // with the pod's image spec, credentials and sandbox config, and no pod ever
-// receives another pod's pull result. A pod that does not ask for
-// imagePullPolicy Always and finds a pull of its image running waits for that pull
-// instead of pulling too, keeping its place in the queue, and when it ends runs the
-// image manager's checks again (the image present in the runtime, and KEP-2535's
-// check with its own credentials): the pod then uses the image exactly as it would
-// had it arrived after the other pull, or pulls it itself.
+// receives another pod's pull result.
 type pullGate struct {
 	imageService kubecontainer.ImageService
 	// limit is the number of slots; 0 means no limit.
 	limit int64
-	// limitHandOff is the state of the CRI hand-off of the limit.
-	limitHandOff
+
 	queueTimeout time.Duration
 	// clock times the waits for a slot and the places kept in the queue.
 	clock clock.WithTicker
@@ -64,16 +58,12 @@ type pullGate struct {
 	arrivals uint64
 	// queue holds the pulls waiting for a slot, by arrival.
 	queue []*pullTicket
-	// running holds a pull of each image in the runtime, which pulls of the same
-	// image wait for.
-	running map[imageKey]*runningPull
 	// places keeps the place in the queue of a pod whose wait timed out, for its
 	// next attempt after the back-off.
 	places map[placeKey]keptPlace
 }
 
-// imageKey identifies an image in the runtime: pulls of one image with one runtime
-// handler fill the same image store.
+// imageKey identifies an image in the runtime.
 type imageKey struct {
 	image          string
 	runtimeHandler string
@@ -97,25 +87,17 @@ const placeKeptFor = 10 * time.Minute
 type pullTicket struct {
 	arrival uint64
 	key     imageKey
-	// wake receives when the ticket is granted a slot or a pull of its image starts.
+	// wake receives when the ticket is granted a slot.
 	wake chan struct{}
 	// Guarded by pullGate.mu.
 	granted bool
-	held    bool         // the grant counts against the limit
-	waiting *runningPull // the pull of the same image this one waits for
-	// outwaited is the pull of the same image this one stopped waiting for
-	// (otherPullWaitLimit): it keeps its interest in it until it pulls itself
-	// or leaves, so that the pull is not cancelled or detached on its account.
-	outwaited *runningPull
+	held    bool // the grant counts against the limit
 }
 
 // runningPull is a pull in the runtime.
 type runningPull struct {
 	cancel context.CancelFunc
-	// done is closed once the pull ended and its owner recorded it (finish).
-	done chan struct{}
 	// Guarded by pullGate.mu.
-	interest int  // the owner, if still there, and the pods waiting for the pull
 	held     bool // the pull holds a slot
 	detached bool // nobody waits for the pull, which finishes holding its slot
 	ended    bool // the runtime's PullImage returned
@@ -127,13 +109,6 @@ type pullRequest struct {
 	credentials      []credentialprovider.TrackedAuthConfig
 	podSandboxConfig *runtimeapi.PodSandboxConfig
 	pod              types.UID
-	// alwaysPull is imagePullPolicy Always: the pod pulls even while a pull of its
-	// image runs, so that its image is resolved no earlier than it asked for it.
-	alwaysPull bool
-	// recheck runs the image manager's checks again once a pull of the image this
-	// pod waited for ended: ok, with the image's ref, when the pod needs no pull
-	// of its own. Without it the pod never waits for another pod's pull.
-	recheck func(ctx context.Context) (imageRef string, ok bool)
 	// adopt, if set, is called when the pod leaves its pull after the pull reached
 	// the runtime, and returns what records the pull when it ends (nil: nothing
 	// to record). The pod hands its record of the pull in progress (KEP-2535's
@@ -149,11 +124,6 @@ type pullRequest struct {
 type pullEvents struct {
 	// queued: the pull waits for a slot, with ahead pulls before it in the queue.
 	queued func(ahead int)
-	// waiting: the pull waits for a pull of the same image started for another pod.
-	waiting func()
-	// gaveUp: the pull stopped waiting for that pull after waiting that long,
-	// and pulls the image itself.
-	gaveUp func(waited time.Duration)
 	// started: the pull reaches the runtime, after waiting that long.
 	started func(waited time.Duration)
 }
@@ -161,21 +131,9 @@ type pullEvents struct {
 // queuedEventInterval is the least time between two queued events of one pull.
 const queuedEventInterval = 30 * time.Second
 
-// otherPullWaitLimit bounds a pod's wait for a pull of its image started for
-// another pod: a pull that hangs must not hold every later pod of the image.
-// It is the image pull back-off's maximum, the longest the kubelet otherwise
-// leaves a pod before it tries to pull the pod's image again.
-const otherPullWaitLimit = 5 * time.Minute
-
 // gateResult is a pull's outcome through the gate.
 type gateResult struct {
 	pullResult
-	// present is set when a pull of the image for another pod ended and the
-	// re-check found that this pod may use the image (pullResult.imageRef).
-	present bool
-	// finish, set on a successful pull of the pod's own, must be called once the
-	// pull is recorded: the pods waiting for it then check the image again.
-	finish func()
 	// adopted is set when the pod left its pull after the pull reached the
 	// runtime and the pull's adopt took over recording it: the pod's pull intent
 	// now belongs to the pull, which releases it when PullImage returns.
@@ -198,28 +156,20 @@ func newPullGate(imageService kubecontainer.ImageService, limit int32, config Pu
 		queueTimeout:    config.QueueTimeout,
 		clock:           clock.RealClock{},
 		detachAbandoned: config.DetachAbandonedPulls,
-		running:         map[imageKey]*runningPull{},
 		places:          map[placeKey]keptPlace{},
 	}
 }
 
 var _ imagePuller = &pullGate{}
 
-// pullImage implements imagePuller for callers that need neither events nor a
-// re-check: the pull never waits for another pod's. Like the parallel puller's,
-// it returns once the result is sent: callers run it in a goroutine.
+// pullImage implements imagePuller for callers that need no events. Like the
+// parallel puller's, it returns once the result is sent: callers run it in a
+// goroutine.
 func (g *pullGate) pullImage(ctx context.Context, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, pullChan chan<- pullResult, podSandboxConfig *runtimeapi.PodSandboxConfig) {
-	res := g.pull(ctx, pullRequest{spec: spec, credentials: credentials, podSandboxConfig: podSandboxConfig, alwaysPull: true})
-	if res.finish != nil {
-		res.finish()
-	}
-	pullChan <- res.pullResult
+	pullChan <- g.pull(ctx, pullRequest{spec: spec, credentials: credentials, podSandboxConfig: podSandboxConfig}).pullResult
 }
 
-// pull returns when the pod's image is pulled, is found present after a pull of it
-// for another pod (result.present), the pull failed, or ctx is done. A successful
-// result of the pod's own pull carries finish, which the caller must call once it
-// recorded the pull: only then do the pods waiting for it check the image again.
+// pull returns when the pod's image is pulled, the pull failed, or ctx is done.
 func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 	ctx, stop := pullContext(ctx)
 	defer stop()
@@ -238,66 +188,11 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 			return g.abandon(ctx, r.spec)
 		}
 		g.mu.Lock()
-		if !r.alwaysPull && r.recheck != nil && t.waiting == nil && t.outwaited == nil {
-			if p := g.running[key]; p != nil {
-				g.waitForLocked(t, p)
-			}
-		}
-		waiting, granted, outwaited := t.waiting, t.granted, t.outwaited
-		outwaitedEnded := outwaited != nil && outwaited.ended
+		granted := t.granted
 		ahead := g.aheadLocked(t)
 		g.mu.Unlock()
 
 		switch {
-		case waiting != nil:
-			if r.events.waiting != nil {
-				r.events.waiting()
-			}
-			limit := g.clock.NewTimer(otherPullWaitLimit)
-			select {
-			case <-waiting.done:
-				limit.Stop()
-			case <-ctx.Done():
-				limit.Stop()
-				return g.abandon(ctx, r.spec)
-			case <-limit.C():
-				// It takes its place for a pull of its own, which starts once
-				// it has a slot, unless the pull it waited for ended by then.
-				g.mu.Lock()
-				t.waiting, t.outwaited = nil, waiting
-				g.dispatchLocked()
-				g.mu.Unlock()
-				if r.events.gaveUp != nil {
-					r.events.gaveUp(otherPullWaitLimit)
-				}
-				continue
-			}
-			g.mu.Lock()
-			t.waiting = nil
-			g.mu.Unlock()
-			if ref, ok := r.recheck(ctx); ok {
-				kubeletmetrics.ImagePullQueuePullsAvoided.Inc()
-				return gateResult{pullResult: pullResult{imageRef: ref}, present: true}
-			}
-			g.mu.Lock()
-			g.dispatchLocked()
-			g.mu.Unlock()
-		case outwaitedEnded:
-			// The pull it stopped waiting for ended before its own started:
-			// once that pull is recorded, it checks the image again.
-			select {
-			case <-outwaited.done:
-			case <-ctx.Done():
-				return g.abandon(ctx, r.spec)
-			}
-			g.mu.Lock()
-			g.loseInterestLocked(outwaited)
-			t.outwaited = nil
-			g.mu.Unlock()
-			if ref, ok := r.recheck(ctx); ok {
-				kubeletmetrics.ImagePullQueuePullsAvoided.Inc()
-				return gateResult{pullResult: pullResult{imageRef: ref}, present: true}
-			}
 		case granted:
 			return g.run(ctx, t, r, g.clock.Since(arrived))
 		default:
@@ -305,8 +200,6 @@ func (g *pullGate) pull(ctx context.Context, r pullRequest) gateResult {
 				r.events.queued(ahead)
 				lastQueued = g.clock.Now()
 			}
-			// The timeout counts the pod's own time waiting for a slot, not the
-			// time it waited for a pull of its image.
 			var timeout <-chan time.Time
 			var timer clock.Timer
 			if g.queueTimeout > 0 {
@@ -354,33 +247,14 @@ func (g *pullGate) enqueueLocked(pod types.UID, key imageKey, now time.Time) *pu
 	return t
 }
 
-// dispatchLocked grants free slots to the first pulls in the queue that do not
-// wait for a pull of their image.
+// dispatchLocked grants free slots to the first pulls in the queue.
 func (g *pullGate) dispatchLocked() {
-	g.grantLocked(false)
-}
-
-// grantLocked is dispatchLocked. While the runtime enforces the limit, pulls
-// beyond it are granted only when the runtime has just confirmed that it still
-// does (runtimeConfirmed); otherwise the runtime is asked (confirmLocked): a
-// runtime that restarted since its last status poll enforces no limit yet, so no
-// pull goes beyond the limit on the strength of an older report. Every pull holds
-// a slot, so that the pulls started beyond the limit count against it once the
-// kubelet enforces it again.
-func (g *pullGate) grantLocked(runtimeConfirmed bool) {
-	delegated := g.delegated.Load()
 	for _, t := range g.queue {
-		if t.granted || t.waiting != nil {
+		if t.granted {
 			continue
 		}
 		if g.limit > 0 && g.used >= g.limit {
-			if !delegated {
-				return
-			}
-			if !runtimeConfirmed {
-				g.confirmLocked()
-				return
-			}
+			return
 		}
 		t.granted = true
 		if g.limit > 0 {
@@ -388,21 +262,6 @@ func (g *pullGate) grantLocked(runtimeConfirmed bool) {
 			g.used++
 		}
 		signal(t.wake)
-	}
-}
-
-// waitForLocked makes t wait for p, a pull of its image, handing on a slot it was
-// granted meanwhile: it keeps its place in the queue.
-func (g *pullGate) waitForLocked(t *pullTicket, p *runningPull) {
-	t.waiting = p
-	p.interest++
-	if t.granted {
-		t.granted = false
-		if t.held {
-			t.held = false
-			g.used--
-		}
-		g.dispatchLocked()
 	}
 }
 
@@ -422,14 +281,6 @@ func (g *pullGate) leaveQueue(t *pullTicket) {
 	}
 	g.queue = slices.Delete(g.queue, i, i+1)
 	kubeletmetrics.ImagePullQueueLength.Dec()
-	if t.waiting != nil {
-		g.loseInterestLocked(t.waiting)
-		t.waiting = nil
-	}
-	if t.outwaited != nil {
-		g.loseInterestLocked(t.outwaited)
-		t.outwaited = nil
-	}
 	if t.held {
 		t.held = false
 		g.used--
@@ -448,14 +299,13 @@ func (g *pullGate) keepPlace(pod types.UID, t *pullTicket) {
 	g.places[placeKey{pod, t.key}] = keptPlace{arrival: t.arrival, until: g.clock.Now().Add(placeKeptFor)}
 }
 
-// loseInterestLocked drops one waiter of p. When the last one goes, the pull is
-// cancelled, or, with detachAbandoned, detached: it finishes, so that the bytes
-// it fetched serve the next pod that needs the image. A detached pull keeps its
-// slot until it ends: the runtime never sees more than limit pulls from the
+// abandonLocked handles a running pull whose pod left: unless it already ended,
+// it is cancelled, or, with detachAbandoned, detached: it finishes, so that the
+// bytes it fetched serve the next pod that needs the image. A detached pull keeps
+// its slot until it ends: the runtime never sees more than limit pulls from the
 // kubelet.
-func (g *pullGate) loseInterestLocked(p *runningPull) {
-	p.interest--
-	if p.interest > 0 || p.ended || p.detached {
+func (g *pullGate) abandonLocked(p *runningPull) {
+	if p.ended {
 		return
 	}
 	if !g.detachAbandoned {
@@ -471,10 +321,9 @@ func (g *pullGate) abandon(ctx context.Context, spec kubecontainer.ImageSpec) ga
 }
 
 // run pulls the image for the pod that holds ticket t. The pull runs apart from the
-// pod, so that pods that wait for it keep it alive when the pod goes; when nobody
-// waits for it any more, it is cancelled or detached (loseInterestLocked).
+// pod: when the pod leaves, it is cancelled or detached (abandonLocked).
 func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited time.Duration) gateResult {
-	p := &runningPull{done: make(chan struct{}), interest: 1}
+	p := &runningPull{}
 	var pctx context.Context
 	pctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
@@ -485,49 +334,18 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		g.mu.Unlock()
 		return g.abandon(ctx, r.spec)
 	}
-	if t.outwaited != nil {
-		g.loseInterestLocked(t.outwaited)
-		t.outwaited = nil
-	}
 	if i := slices.Index(g.queue, t); i >= 0 {
 		g.queue = slices.Delete(g.queue, i, i+1)
 		kubeletmetrics.ImagePullQueueLength.Dec()
 	}
 	p.held, t.held = t.held, false
-	if g.running[t.key] == nil {
-		g.running[t.key] = p
-		// Pulls of the same image in the queue wait for this one.
-		for _, q := range g.queue {
-			if q.key == t.key && !q.granted {
-				signal(q.wake)
-			}
-		}
-	}
 	g.mu.Unlock()
 	kubeletmetrics.ImagePullQueueWaitDuration.Observe(waited.Seconds())
 	if r.events.started != nil {
 		r.events.started(waited)
 	}
 
-	result := make(chan gateResult, 1)
-	var finishOnce sync.Once
-	finish := func() {
-		finishOnce.Do(func() {
-			g.mu.Lock()
-			if g.running[t.key] == p {
-				delete(g.running, t.key)
-			}
-			p.cancel()
-			close(p.done)
-			// Pulls that stopped waiting for this one check the image again.
-			for _, q := range g.queue {
-				if q.outwaited == p {
-					signal(q.wake)
-				}
-			}
-			g.mu.Unlock()
-		})
-	}
+	result := make(chan pullResult, 1)
 	go func() {
 		kubeletmetrics.ImagePullQueueRunningPulls.Inc()
 		startTime := time.Now()
@@ -546,24 +364,20 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		}
 		g.dispatchLocked()
 		g.mu.Unlock()
-		result <- gateResult{pullResult: pullResult{imageRef: imageRef, imageSize: size, err: err, pullDuration: time.Since(startTime), credentialsUsed: creds}, finish: finish}
+		p.cancel()
+		result <- pullResult{imageRef: imageRef, imageSize: size, err: err, pullDuration: time.Since(startTime), credentialsUsed: creds}
 	}()
 
 	select {
 	case res := <-result:
-		if res.err != nil {
-			finish()
-			res.finish = nil
-		}
-		return res
+		return gateResult{pullResult: res}
 	case <-ctx.Done():
 		g.mu.Lock()
-		g.loseInterestLocked(p)
+		g.abandonLocked(p)
 		g.mu.Unlock()
 		// The pull reached the runtime, so it is recorded by its actual result
-		// when PullImage returns (adopt), whatever happens to its pod, and before
-		// the pods waiting for it check the image again: it may go on for them
-		// or detached, be cancelled but completed by the runtime anyway, or have
+		// when PullImage returns (adopt), whatever happens to its pod: it may go
+		// on detached, be cancelled but completed by the runtime anyway, or have
 		// ended as the pod left. The pod's own pull intent is released when it
 		// leaves; an image pulled with its credentials and recorded by no one
 		// would look preloaded to KEP-2535's check, so the pod hands that
@@ -572,13 +386,9 @@ func (g *pullGate) run(ctx context.Context, t *pullTicket, r pullRequest, waited
 		if r.adopt != nil {
 			ended = r.adopt()
 		}
-		go func() {
-			res := <-result
-			if ended != nil {
-				ended(res.pullResult)
-			}
-			res.finish()
-		}()
+		if ended != nil {
+			go func() { ended(<-result) }()
+		}
 		res := g.abandon(ctx, r.spec)
 		res.adopted = ended != nil
 		return res

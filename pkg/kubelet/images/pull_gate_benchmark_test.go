@@ -30,18 +30,9 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/kubernetes/pkg/credentialprovider"
-	"k8s.io/kubernetes/pkg/features"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
-	"k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
 	"k8s.io/utils/ptr"
 )
 
@@ -174,59 +165,6 @@ func pullAll(b *testing.B, p imagePuller, images []string) {
 			b.Fatal(r.err)
 		}
 	}
-}
-
-// ensureAll has one pod per image ask for it through the image manager, all at
-// once, and returns when every pod has its image.
-func ensureAll(b *testing.B, m ImageManager, images []string) {
-	errs := make(chan error, len(images))
-	for i, image := range images {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i), Namespace: "ns", UID: types.UID(fmt.Sprint(i))}}
-		sandbox := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID)}}
-		go func() {
-			_, _, err := m.EnsureImageExists(context.Background(), nil, pod, image, nil, sandbox, "", v1.PullIfNotPresent)
-			errs <- err
-		}()
-	}
-	for range images {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkPullGateBurst: 50 pods over 5 distinct images with maxParallelImagePulls
-// 3, through the image manager with the gate off (upstream's parallelImagePuller)
-// and on - runtime pulls and makespan.
-func BenchmarkPullGateBurst(b *testing.B) {
-	var images []string
-	for i := range 50 {
-		images = append(images, fmt.Sprintf("image-%d:1", i%5))
-	}
-	const mib = 1 << 20
-	burst := func(gate bool) (pulls int64, makespan time.Duration) {
-		featuregatetesting.SetFeatureGateDuringTest(b, utilfeature.DefaultFeatureGate, features.KubeletImagePullGate, gate)
-		svc := &simImageService{link: newLink(200 * mib), latency: 5 * time.Millisecond, size: 4 * mib}
-		m := NewImageManager(&record.FakeRecorder{}, &credentialprovider.BasicDockerKeyring{}, svc, &pullmanager.NoopImagePullManager{},
-			flowcontrol.NewBackOff(time.Second, time.Minute), false, ptr.To[int32](3), PullGateConfig{}, 0, 0, &mockPodPullingTimeRecorder{startedPullingRecorded: map[types.UID]bool{}, finishedPullingRecorded: map[types.UID]bool{}})
-		start := time.Now()
-		ensureAll(b, m, images)
-		return svc.pulls.Load(), time.Since(start)
-	}
-	var upstreamPulls, gatePulls int64
-	var upstreamTime, gateTime time.Duration
-	for range b.N {
-		pulls, makespan := burst(false)
-		upstreamPulls, upstreamTime = upstreamPulls+pulls, upstreamTime+makespan
-		pulls, makespan = burst(true)
-		gatePulls, gateTime = gatePulls+pulls, gateTime+makespan
-	}
-	n := float64(b.N)
-	b.ReportMetric(float64(upstreamPulls)/n, "upstream-runtime-pulls")
-	b.ReportMetric(float64(gatePulls)/n, "gate-runtime-pulls")
-	b.ReportMetric(upstreamTime.Seconds()*1000/n, "upstream-makespan-ms")
-	b.ReportMetric(gateTime.Seconds()*1000/n, "gate-makespan-ms")
-	b.ReportMetric(upstreamTime.Seconds()/gateTime.Seconds(), "makespan-speedup")
 }
 
 // slotService holds the pull of image "a" until releaseA is closed; every other

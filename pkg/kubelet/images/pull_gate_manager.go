@@ -125,12 +125,9 @@ func newImagePuller(imageService kubecontainer.ImageService, serialized bool, ma
 }
 
 // startPull pulls the image. Through the pull gate the pod sees its place in the
-// queue (event PullQueued, rate-limited), a wait for a pull of the same image
-// started for another pod, and the Pulling event when its own pull reaches the
-// runtime, saying how long it waited for a slot. A pod that waited for another
-// pod's pull checks the image again when that pull ends (recheck) and, when it may
-// use the image, ends with it present and no pull of its own.
-func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig, pullPolicy v1.PullPolicy) gateResult {
+// queue (event PullQueued, rate-limited) and the Pulling event when its pull
+// reaches the runtime, saying how long it waited for a slot.
+func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig, podSandboxConfig *runtimeapi.PodSandboxConfig) gateResult {
 	gate, ok := m.puller.(*pullGate)
 	if !ok {
 		m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, fmt.Sprintf("Pulling image %q", image))
@@ -143,45 +140,16 @@ func (m *imageManager) startPull(ctx context.Context, objRef *v1.ObjectReference
 		credentials:      credentials,
 		podSandboxConfig: podSandboxConfig,
 		pod:              podUID,
-		alwaysPull:       pullPolicy == v1.PullAlways,
-		recheck:          m.recheck(image, spec, credentials),
 		adopt:            m.adoptPull(ctx, image, spec),
 		events: pullEvents{
 			queued: func(ahead int) {
 				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, queuedMessage(image, ahead, gate.limit))
-			},
-			waiting: func() {
-				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Waiting for a pull of image %q started for another pod; the image is checked again when it ends", image))
-			},
-			gaveUp: func(waited time.Duration) {
-				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.QueuedImagePull, logPrefix, fmt.Sprintf("Stopped waiting for a pull of image %q started for another pod, still running after %v; pulling it for this pod", image, waited))
 			},
 			started: func(waited time.Duration) {
 				m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PullingImage, logPrefix, pullingMessage(image, waited, gate.limit))
 			},
 		},
 	})
-}
-
-// recheck is the image manager's check of a pod's image, run again once a pull of
-// the image for another pod ended: the image is present in the runtime and, with
-// KubeletEnsureSecretPulledImages, the pod's own credentials may use it.
-func (m *imageManager) recheck(image string, spec kubecontainer.ImageSpec, credentials []credentialprovider.TrackedAuthConfig) func(context.Context) (string, bool) {
-	return func(ctx context.Context) (string, bool) {
-		imageRef, err := m.imageService.GetImageRef(ctx, spec)
-		if err != nil || imageRef == "" {
-			// The pod pulls the image itself, which reports any error.
-			return "", false
-		}
-		if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
-			return imageRef, true
-		}
-		mustPull, err := m.imagePullManager.MustAttemptImagePull(ctx, image, imageRef, func() ([]kubeletconfiginternal.ImagePullSecret, *kubeletconfiginternal.ImagePullServiceAccount, error) {
-			secrets, serviceAccount := podPullCredentials(credentials)
-			return secrets, serviceAccount, nil
-		})
-		return imageRef, err == nil && !mustPull
-	}
 }
 
 // adoptPull records a pull that goes on after its pod left, as pullImage would
@@ -211,19 +179,12 @@ func (m *imageManager) adoptPull(ctx context.Context, image string, spec kubecon
 	}
 }
 
-// endWithoutPull ends a pull through the gate that never reached the runtime for
-// this pod: the image became present through another pod's pull, or the pod no
-// longer waits (ErrPullAbandoned), which leaves no failure behind: no Warning event,
-// no back-off, no error message kept for the pod.
-func (m *imageManager) endWithoutPull(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, res gateResult) (imageRef, message string, err error) {
-	if !res.present {
-		klog.FromContext(ctx).V(2).Info("Image pull abandoned", "pod", logPrefix, "err", res.err)
-		return "", res.err.Error(), res.err
-	}
-	msg := fmt.Sprintf("Container image %q already present on machine, pulled for another pod while this one waited", image)
-	m.logIt(klog.FromContext(ctx), objRef, v1.EventTypeNormal, events.PulledImage, logPrefix, msg)
-	m.podPullingTimeRecorder.RecordImageFinishedPulling(podUID)
-	return res.imageRef, msg, nil
+// endWithoutPull ends a pull through the gate whose pod no longer waits
+// (ErrPullAbandoned), which leaves no failure behind: no Warning event, no
+// back-off, no error message kept for the pod.
+func (m *imageManager) endWithoutPull(ctx context.Context, logPrefix string, res gateResult) (imageRef, message string, err error) {
+	klog.FromContext(ctx).V(2).Info("Image pull abandoned", "pod", logPrefix, "err", res.err)
+	return "", res.err.Error(), res.err
 }
 
 func queuedMessage(image string, ahead int, slots int64) string {

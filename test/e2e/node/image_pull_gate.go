@@ -107,21 +107,6 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		wg.Wait()
 	}
 
-	ginkgo.It("pulls an image once for all the pods that need it at the same time", func(ctx context.Context) {
-		image, ref := slowImage()
-		var pods []*v1.Pod
-		for i := range 4 {
-			pods = append(pods, pod(fmt.Sprintf("shared-%d", i), image))
-		}
-		nodeName := pinToOneNode(ctx, f, pods)
-		ginkgo.By(fmt.Sprintf("creating %d pods of %s on node %s at once", len(pods), image, nodeName))
-		createAll(ctx, pods)
-		for _, p := range pods {
-			framework.ExpectNoError(e2epod.WaitTimeoutForPodRunningInNamespace(ctx, f.ClientSet, p.Name, f.Namespace.Name, 3*time.Minute))
-		}
-		gomega.Expect(manifestRequests(ref)).To(gomega.Equal(1), "registry pulls of %s for %d pods", image, len(pods))
-	})
-
 	ginkgo.It("never pulls the image of a pod deleted while its pull waits for a slot", func(ctx context.Context) {
 		const n = 8 // more than the node's maxParallelImagePulls
 		var pods []*v1.Pod
