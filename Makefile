@@ -19,7 +19,7 @@ SHELL := /bin/bash
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e node-e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e vpa-scale tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e node-e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -51,6 +51,11 @@ cluster-up: build
 vpa-e2e: build
 	@hack/preflight.sh root
 	@hack/vpa.sh e2e
+
+## vpa-scale: the VPA's recommender, admission controller and updater as processes against the lone API server at 5,000 nodes, gate off and on, one and three DaemonSets (about 70 minutes, not in CI; NODES=, RUNS=; docs/vpa-node-scope.md)
+vpa-scale: build
+	@hack/vpa.sh build
+	@hack/vpa.sh scale "$(NODES)" "$(RUNS)"
 
 ## cluster-down: stop the local cluster and remove its mounts and network devices
 cluster-down: preflight

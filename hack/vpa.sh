@@ -41,6 +41,13 @@
 #                    _output/bin/kube-apiserver alone (cluster apiserver-up: 127.0.0.1:26443,
 #                    etcd 23811), runs the test, stops them; needs the tree (make vpa) and
 #                    make's kube-apiserver, not root
+#   scale [NODES [RUNS]]  the recommender, admission controller and updater as processes
+#                    against the lone API server with NODES nodes (default 5000) and a pod
+#                    per node of each DaemonSet (TestVPAScale, build tag vpascale,
+#                    hack/internal/apiserver/vpa_scale_test.go); RUNS: gate and DaemonSets,
+#                    default "off/1 on/1 off/3 on/3"; the table goes to _output/vpa-scale.md
+#                    (docs/vpa-node-scope.md); needs make vpa and make's kube-apiserver and
+#                    kubectl, not root
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -127,6 +134,12 @@ e2e() {
 e2e_build() { tree && build --test-flags && crds && metrics_server; }
 
 # apiserver_test NODES RUN: TestNodeScopeWritesOnAPIServer on a lone API server.
+scale() {
+  [ -x "$VPAOUT/bin/recommender" ] || { echo "no VPA binaries in $VPAOUT/bin: run 'make vpa' first" >&2; return 1; }
+  VPA_SCALE_NODES=${1:-5000} VPA_SCALE_RUNS=${2:-off/1 on/1 off/3 on/3} VPA_SCALE_REPORT=$OUT/vpa-scale.md \
+    go test -tags vpascale -timeout 4h -count 1 -run '^TestVPAScale$' -v ./hack/internal/apiserver
+}
+
 apiserver_test() {
   local nodes=${1:-1000} pattern=${2:-TestNodeScopeWritesOnAPIServer}
   [ -d "$TREE" ] || { echo "no VPA tree in $TREE: run 'make vpa' first" >&2; return 1; }
@@ -187,5 +200,6 @@ case ${1:-build} in
   e2e-build) e2e_build ;;
   metrics-server) metrics_server ;;
   apiserver-test) apiserver_test "${2:-}" "${3:-}" ;;
-  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server|apiserver-test [NODES [RUN]]]" >&2; exit 2 ;;
+  scale) scale "${2:-}" "${3:-}" ;;
+  *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server|apiserver-test [NODES [RUN]]|scale [NODES [RUNS]]]" >&2; exit 2 ;;
 esac
