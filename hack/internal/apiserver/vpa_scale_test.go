@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,7 +179,8 @@ type scaleRun struct {
 	dsUIDs            []string
 	revision          atomic.Int64 // the DaemonSets' pod template revision
 	evicted, replaced atomic.Int64
-	kubeconfig        string // the components', through the proxy
+	terminating       sync.Map // UIDs of the pods seen terminating
+	kubeconfig        string   // the components', through the proxy
 	res               scaleResult
 }
 
@@ -234,8 +236,14 @@ func (s *scaleRun) run() scaleResult {
 	s.createPods()
 	s.logf("%d pods running after %v", s.nodes*s.daemonSets, time.Since(start).Round(time.Second))
 
-	// Steady phase: the loops after the recommender has every node's history.
-	s.waitLoops("vpa-recommender", scaleRecommenderAddr, 2)
+	// Steady phase: the loops after the recommender has every node's history
+	// (with the gate, each node its own recommendation).
+	for loops := 0; loops < 2 || (s.gate && s.nodeEntries() < s.nodes*s.daemonSets); loops++ {
+		if loops == 12 {
+			t.Fatalf("after %d loops, %d of %d nodes have their own recommendation", loops, s.nodeEntries(), s.nodes*s.daemonSets)
+		}
+		s.waitLoops("vpa-recommender", scaleRecommenderAddr, 1)
+	}
 	before := s.sample()
 	s.waitLoops("vpa-recommender", scaleRecommenderAddr, 3)
 	after := s.sample()
@@ -362,10 +370,13 @@ func (s *scaleRun) createObjects() {
 	s.logf("%d nodes, %d DaemonSets and their VPAs in %v", s.nodes, s.daemonSets, time.Since(start).Round(time.Second))
 }
 
+// agentPodSpec requests what the DaemonSet-wide recommendation of the usage
+// podMetrics reports lies around, so that the pods are not all evicted when the
+// first recommendation appears.
 func agentPodSpec() corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "agent", Image: "registry.k8s.io/pause:3.10",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
 	}}}
 }
 
@@ -377,7 +388,12 @@ func (s *scaleRun) watchPods() {
 	inf := factory.Core().V1().Pods().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
 		p := obj.(*corev1.Pod)
+		// A terminating pod is updated again when it is deleted at once:
+		// it is replaced once.
 		if p.DeletionTimestamp == nil {
+			return
+		}
+		if _, seen := s.terminating.LoadOrStore(p.UID, true); seen {
 			return
 		}
 		s.evicted.Add(1)
@@ -539,7 +555,7 @@ func (s *scaleRun) serveProxy(cfg *rest.Config) {
 // podMetrics lists a PodMetrics for each running pod: a busy node's pods use 800m
 // CPU and 400 MiB, the others 80m and 100 MiB, with a little noise by the minute.
 func (s *scaleRun) podMetrics(w http.ResponseWriter, r *http.Request) {
-	now := time.Now().Truncate(time.Minute)
+	now := time.Now()
 	var items []any
 	for _, obj := range s.pods.List() {
 		p := obj.(*corev1.Pod)
@@ -555,7 +571,7 @@ func (s *scaleRun) podMetrics(w http.ResponseWriter, r *http.Request) {
 		items = append(items, map[string]any{
 			"metadata":   map[string]any{"name": p.Name, "namespace": p.Namespace, "labels": p.Labels},
 			"timestamp":  now.Format(time.RFC3339),
-			"window":     "30s",
+			"window":     "1m0s",
 			"containers": []any{map[string]any{"name": "agent", "usage": map[string]string{"cpu": fmt.Sprintf("%dm", cpu), "memory": fmt.Sprintf("%dMi", mem)}}},
 		})
 	}
