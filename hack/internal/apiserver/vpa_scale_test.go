@@ -243,6 +243,9 @@ func (s *scaleRun) run() scaleResult {
 			t.Fatalf("after %d loops, %d of %d nodes have their own recommendation", loops, s.nodeEntries(), s.nodes*s.daemonSets)
 		}
 		s.waitLoops("vpa-recommender", scaleRecommenderAddr, 1)
+		if s.gate {
+			s.logf("loop %d: %d nodes have their own recommendation", loops+1, s.nodeEntries())
+		}
 	}
 	before := s.sample()
 	s.waitLoops("vpa-recommender", scaleRecommenderAddr, 3)
@@ -335,7 +338,14 @@ func (s *scaleRun) createObjects() {
 		}
 		n.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-		_, err = s.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if n, err = s.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		// The node.kubernetes.io/not-ready taint that admission puts on a new
+		// node goes once it is Ready, as the node lifecycle controller removes
+		// it: a DaemonSet does not tolerate it (NoSchedule).
+		n.Spec.Taints = nil
+		_, err = s.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 	if _, err := s.cs.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNamespace}}, metav1.CreateOptions{}); err != nil {
@@ -609,7 +619,7 @@ func (s *scaleRun) start(name string) {
 	bin := filepath.Join(s.root, "_output", "vpa", "bin")
 	// env sets the namespace of the components' status leases, as deploy/ does.
 	args := []string{"/usr/bin/env", "NAMESPACE=kube-system"}
-	common := []string{"--kubeconfig=" + s.kubeconfig, fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", s.gate), "--v=2"}
+	common := []string{"--kubeconfig=" + s.kubeconfig, fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", s.gate), "--v=" + envOr("VPA_SCALE_V", "2")}
 	var d cluster.Daemon
 	switch name {
 	case "vpa-recommender":
