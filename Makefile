@@ -52,7 +52,7 @@ vpa-e2e: build
 	@hack/preflight.sh root
 	@hack/vpa.sh e2e
 
-## vpa-scale: the VPA's recommender, admission controller and updater as processes against the lone API server at 5,000 nodes, gate off and on, one and three DaemonSets (about 70 minutes, not in CI; NODES=, RUNS=; docs/vpa-node-scope.md)
+## vpa-scale: the VPA's recommender, admission controller and updater as processes against the lone API server at 5,000 nodes, gate off and on, one and three DaemonSets (about two hours on 2 cores, not in CI; NODES=, RUNS=; docs/vpa-node-scope.md)
 vpa-scale: build
 	@hack/vpa.sh build
 	@hack/vpa.sh scale "$(NODES)" "$(RUNS)"

@@ -42,7 +42,7 @@ check gofmt-hack gofmt_hack
 # go vet compiles what it checks and its dependencies, with the tests' flags so that
 # they reuse those compiles. One run with the cluster tests' tags: vet's results for
 # the dependencies depend on the tags, so a second run would redo them.
-check vet-hack go vet "${TEST_BUILD_FLAGS[@]}" -tags smoke,vpae2e ./hack/...
+check vet-hack go vet "${TEST_BUILD_FLAGS[@]}" -tags smoke,vpae2e,vpascale ./hack/...
 check go-mod-tidy go mod tidy -diff
 check series-check "$SERIES" check
 check series-applies "$SERIES" tree
