@@ -19,6 +19,7 @@ limitations under the License.
 // +groupName=features.k8s.io
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:defaulter-gen-input=k8s.io/api/features/v1alpha1
-// +k8s:validation-gen=false
+// +k8s:validation-gen=TypesWithField=TypeMeta
+// +k8s:validation-gen-input=k8s.io/api/features/v1alpha1
 
 package v1alpha1

@@ -14,6 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Package validation holds the rules of features.k8s.io that its declarative
+// tags cannot say: name patterns, versions, ratcheting of uses. The tags'
+// rules (required fields, enums, list bounds and uniqueness, the formats of
+// components and owners) run from the generated zz_generated.validations.go
+// of each version and are not repeated here.
 package validation
 
 import (
@@ -42,9 +47,6 @@ var (
 	// instanceRegexp matches node names and component identities, which may
 	// hold underscores (leader election identities) and colons.
 	instanceRegexp = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`)
-
-	validStates = sets.New(featuresapi.FeatureStateOn, featuresapi.FeatureStateOff, featuresapi.FeatureStateTurningOn, featuresapi.FeatureStateTurningOff)
-	validStages = sets.New(featuresapi.FeatureStageAlpha, featuresapi.FeatureStageBeta, featuresapi.FeatureStageGA, featuresapi.FeatureStageDeprecated)
 )
 
 const maxInstanceLength = 253
@@ -60,9 +62,7 @@ func ValidateFeature(f *featuresapi.Feature) field.ErrorList {
 
 // ValidateFeatureUpdate validates an update of a Feature's metadata and spec.
 func ValidateFeatureUpdate(f, old *featuresapi.Feature) field.ErrorList {
-	allErrs := apivalidation.ValidateObjectMetaUpdate(&f.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, apivalidation.ValidateImmutableField(f.Spec, old.Spec, field.NewPath("spec"))...)
-	return allErrs
+	return apivalidation.ValidateObjectMetaUpdate(&f.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 }
 
 // ValidateFeatureStatusUpdate validates an update of a Feature's status but
@@ -115,10 +115,11 @@ func validateUsesUpdate(uses, old []featuresapi.FeatureUse, fldPath *field.Path)
 // value at one version, and moves itself from one entry to another when they
 // change.
 func validateOneEntryPerInstance(uses, old []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
+	// A name twice in one entry is the declarative listType=set's Duplicate.
 	named := func(uses []featuresapi.FeatureUse) map[string]int {
 		count := map[string]int{}
 		for _, use := range uses {
-			for _, instance := range use.Instances {
+			for _, instance := range sets.List(sets.New(use.Instances...)) {
 				count[use.Component+"/"+instance]++
 			}
 		}
@@ -148,7 +149,7 @@ func validateSpec(spec *featuresapi.FeatureSpec, name string, fldPath *field.Pat
 	namePath := fldPath.Child("featureName")
 	switch {
 	case spec.FeatureName == "":
-		allErrs = append(allErrs, field.Required(namePath, "the feature gate's name"))
+		// Required by the declarative +k8s:required.
 	case !featureNameRegexp.MatchString(spec.FeatureName):
 		allErrs = append(allErrs, field.Invalid(namePath, spec.FeatureName, "must be a feature gate name: a letter followed by letters and digits"))
 	case name != "" && name != strings.ToLower(spec.FeatureName):
@@ -159,12 +160,6 @@ func validateSpec(spec *featuresapi.FeatureSpec, name string, fldPath *field.Pat
 
 func validateStatus(status *featuresapi.FeatureStatus, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	if status.State != "" && !validStates.Has(status.State) {
-		allErrs = append(allErrs, field.NotSupported(fldPath.Child("state"), status.State, sets.List(validStates)))
-	}
-	if status.Stage != "" && !validStages.Has(status.Stage) {
-		allErrs = append(allErrs, field.NotSupported(fldPath.Child("stage"), status.Stage, sets.List(validStages)))
-	}
 	for _, v := range []struct {
 		name, value string
 	}{{"binaryVersion", status.BinaryVersion}, {"emulationVersion", status.EmulationVersion}, {"unknownSinceVersion", status.UnknownSinceVersion}} {
@@ -180,9 +175,6 @@ func validateStatus(status *featuresapi.FeatureStatus, fldPath *field.Path) fiel
 	}
 
 	tasksPath := fldPath.Child("tasks")
-	if len(status.Tasks) > featuresapi.MaxFeatureTasks {
-		allErrs = append(allErrs, field.TooMany(tasksPath, len(status.Tasks), featuresapi.MaxFeatureTasks))
-	}
 	tasks := sets.New[string]()
 	for i, task := range status.Tasks {
 		namePath := tasksPath.Index(i).Child("name")
@@ -195,57 +187,14 @@ func validateStatus(status *featuresapi.FeatureStatus, fldPath *field.Path) fiel
 			allErrs = append(allErrs, field.Duplicate(namePath, task.Name))
 		}
 		tasks.Insert(task.Name)
-		if len(task.LastError) > featuresapi.MaxFeatureTaskErrorLength {
-			allErrs = append(allErrs, field.TooLong(tasksPath.Index(i).Child("lastError"), "", featuresapi.MaxFeatureTaskErrorLength))
-		}
 	}
-
-	if len(status.Conditions) > featuresapi.MaxFeatureConditions {
-		allErrs = append(allErrs, field.TooMany(fldPath.Child("conditions"), len(status.Conditions), featuresapi.MaxFeatureConditions))
-	}
-	allErrs = append(allErrs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
-	allErrs = append(allErrs, validateOwners(status.Owners, fldPath.Child("owners"))...)
-	return allErrs
-}
-
-func validateOwners(owners []string, fldPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	if len(owners) > featuresapi.MaxFeatureOwners {
-		allErrs = append(allErrs, field.TooMany(fldPath, len(owners), featuresapi.MaxFeatureOwners))
-	}
-	seen := sets.New[string]()
-	for i, owner := range owners {
-		for _, msg := range apimachineryvalidation.NameIsDNSLabel(owner, false) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Index(i), owner, msg))
-		}
-		if seen.Has(owner) {
-			allErrs = append(allErrs, field.Duplicate(fldPath.Index(i), owner))
-		}
-		seen.Insert(owner)
-	}
-	return allErrs
+	return append(allErrs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
 }
 
 func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	if len(uses) > featuresapi.MaxFeatureUses {
-		allErrs = append(allErrs, field.TooMany(fldPath, len(uses), featuresapi.MaxFeatureUses))
-	}
-	type key struct {
-		component        string
-		value            bool
-		binary, emulated string
-	}
-	seen := sets.New[key]()
 	for i, use := range uses {
 		usePath := fldPath.Index(i)
-		if use.Component == "" {
-			allErrs = append(allErrs, field.Required(usePath.Child("component"), "the kind of component, e.g. kubelet"))
-		} else {
-			for _, msg := range apimachineryvalidation.NameIsDNSLabel(use.Component, false) {
-				allErrs = append(allErrs, field.Invalid(usePath.Child("component"), use.Component, msg))
-			}
-		}
 		for _, v := range []struct {
 			name, value string
 		}{{"binaryVersion", use.BinaryVersion}, {"emulationVersion", use.EmulationVersion}} {
@@ -256,11 +205,6 @@ func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.Erro
 				allErrs = append(allErrs, field.Invalid(usePath.Child(v.name), v.value, "must be a version of the form major.minor, e.g. 1.36"))
 			}
 		}
-		k := key{use.Component, use.Value, use.BinaryVersion, use.EmulationVersion}
-		if seen.Has(k) {
-			allErrs = append(allErrs, field.Duplicate(usePath, fmt.Sprintf("component %q with value %t at binary version %q and emulation version %q", use.Component, use.Value, use.BinaryVersion, use.EmulationVersion)))
-		}
-		seen.Insert(k)
 
 		instancesPath := usePath.Child("instances")
 		if len(use.Instances) == 0 {
@@ -268,16 +212,8 @@ func validateUses(uses []featuresapi.FeatureUse, fldPath *field.Path) field.Erro
 			// the last instance that leaves an entry removes it.
 			allErrs = append(allErrs, field.Required(instancesPath, "at least one instance that reported this value"))
 		}
-		if len(use.Instances) > featuresapi.MaxFeatureUseInstances {
-			allErrs = append(allErrs, field.TooMany(instancesPath, len(use.Instances), featuresapi.MaxFeatureUseInstances))
-		}
-		instances := sets.New[string]()
 		for j, instance := range use.Instances {
 			allErrs = append(allErrs, validateInstance(instance, instancesPath.Index(j))...)
-			if instances.Has(instance) {
-				allErrs = append(allErrs, field.Duplicate(instancesPath.Index(j), instance))
-			}
-			instances.Insert(instance)
 		}
 	}
 	return allErrs

@@ -25,6 +25,8 @@ import (
 // +genclient:method=ApplyUses,verb=apply,subresource=uses,input=Feature,result=Feature
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +k8s:prerelease-lifecycle-gen:introduced=1.36
+// +k8s:supportsSubresource="/status"
+// +k8s:supportsSubresource="/uses"
 
 // Feature records the state of one feature gate across a cluster: its default
 // and stage, the value kube-apiserver is configured with, where the cluster is
@@ -41,6 +43,7 @@ type Feature struct {
 
 	// spec names the feature.
 	// +required
+	// +k8s:immutable
 	Spec FeatureSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the feature's state, written by kube-apiserver; its uses are
@@ -54,11 +57,13 @@ type FeatureSpec struct {
 	// featureName is the feature gate's name as components spell it on their
 	// command line, for example "BalloonPod". metadata.name is its lower-case form.
 	// +required
+	// +k8s:required
 	FeatureName string `json:"featureName" protobuf:"bytes,1,opt,name=featureName"`
 }
 
 // FeatureState is where a feature is in the cluster.
 // +enum
+// +k8s:enum
 type FeatureState string
 
 const (
@@ -78,6 +83,7 @@ const (
 
 // FeatureStage is the maturity of a feature.
 // +enum
+// +k8s:enum
 type FeatureStage string
 
 const (
@@ -133,6 +139,7 @@ type FeatureStatus struct {
 
 	// stage is the feature's maturity at that version.
 	// +optional
+	// +k8s:optional
 	Stage FeatureStage `json:"stage,omitempty" protobuf:"bytes,2,opt,name=stage,casttype=FeatureStage"`
 
 	// lockToDefault is true when the feature cannot be set away from its default.
@@ -167,6 +174,7 @@ type FeatureStatus struct {
 
 	// state is where the feature is in the cluster.
 	// +optional
+	// +k8s:optional
 	State FeatureState `json:"state,omitempty" protobuf:"bytes,9,opt,name=state,casttype=FeatureState"`
 
 	// tasks are the pending tasks of the current transition, in the order they
@@ -174,6 +182,8 @@ type FeatureStatus struct {
 	// writes them, as a whole: the order is part of the value.
 	// +optional
 	// +listType=atomic
+	// +k8s:optional
+	// +k8s:maxItems=32
 	Tasks []FeatureTask `json:"tasks,omitempty" protobuf:"bytes,10,rep,name=tasks"`
 
 	// conditions describe the feature's state in more detail.
@@ -182,6 +192,10 @@ type FeatureStatus struct {
 	// +patchStrategy=merge
 	// +listType=map
 	// +listMapKey=type
+	// +k8s:optional
+	// +k8s:alpha(since: "1.37")=+k8s:listType=map
+	// +k8s:alpha(since: "1.37")=+k8s:listMapKey=type
+	// +k8s:maxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,11,rep,name=conditions"`
 
 	// uses are the values components found when they checked the feature: one
@@ -197,6 +211,13 @@ type FeatureStatus struct {
 	// +listMapKey=value
 	// +listMapKey=binaryVersion
 	// +listMapKey=emulationVersion
+	// +k8s:optional
+	// +k8s:listType=map
+	// +k8s:listMapKey=component
+	// +k8s:listMapKey=value
+	// +k8s:listMapKey=binaryVersion
+	// +k8s:listMapKey=emulationVersion
+	// +k8s:maxItems=64
 	Uses []FeatureUse `json:"uses,omitempty" protobuf:"bytes,12,rep,name=uses"`
 
 	// owners are the components that check the feature, and so run with its
@@ -207,6 +228,10 @@ type FeatureStatus struct {
 	// kube-apiserver's server flow; at most MaxFeatureOwners.
 	// +optional
 	// +listType=set
+	// +k8s:optional
+	// +k8s:listType=set
+	// +k8s:maxItems=16
+	// +k8s:eachVal=+k8s:format=k8s-short-name
 	Owners []string `json:"owners,omitempty" protobuf:"bytes,13,rep,name=owners"`
 }
 
@@ -228,6 +253,8 @@ type FeatureTask struct {
 	// lastError is why the task's last run did not complete; empty when it has
 	// not failed.
 	// +optional
+	// +k8s:optional
+	// +k8s:maxLength=1024
 	LastError string `json:"lastError,omitempty" protobuf:"bytes,4,opt,name=lastError"`
 }
 
@@ -236,6 +263,8 @@ type FeatureUse struct {
 	// component is the kind of component, for example "kubelet" or
 	// "kube-apiserver".
 	// +required
+	// +k8s:required
+	// +k8s:format=k8s-short-name
 	Component string `json:"component" protobuf:"bytes,1,opt,name=component"`
 
 	// value is the value the component found.
@@ -247,6 +276,9 @@ type FeatureUse struct {
 	// MaxFeatureUseInstances.
 	// +optional
 	// +listType=set
+	// +k8s:optional
+	// +k8s:listType=set
+	// +k8s:maxItems=10
 	Instances []string `json:"instances,omitempty" protobuf:"bytes,3,rep,name=instances"`
 
 	// firstReportTime is when the entry was written.
