@@ -18,13 +18,9 @@ package storage
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/authentication/user"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -68,31 +64,13 @@ func NewREST(optsGetter generic.RESTOptionsGetter) (*REST, *SubresourceREST, *Su
 	usesStore.UpdateStrategy = feature.UsesStrategy
 	usesStore.ResetFieldsStrategy = feature.UsesStrategy
 
-	return &REST{store}, &SubresourceREST{store: &statusStore, authorize: serverFlowOnly}, &SubresourceREST{store: &usesStore, authorize: ownUsesOnly}, nil
+	return &REST{store}, &SubresourceREST{store: &statusStore}, &SubresourceREST{store: &usesStore}, nil
 }
 
 // SubresourceREST is the storage of a subresource that updates a part of a
 // Feature: its status, or its uses.
 type SubresourceREST struct {
 	store *genericregistry.Store
-	// authorize, if set, is asked about the change an update makes, after the
-	// request's authorization and before admission validates it.
-	authorize func(ctx context.Context, obj, old *featuresapi.Feature) error
-}
-
-// serverFlowOnly lets only kube-apiserver itself (its loopback identity) write
-// the status of the Features in kube-system: their state and tasks are the
-// server flow's, whatever RBAC grants, and components report through uses.
-// Third parties drive the Features in their own namespaces, as RBAC allows.
-func serverFlowOnly(ctx context.Context, obj, _ *featuresapi.Feature) error {
-	if obj.Namespace != metav1.NamespaceSystem {
-		return nil
-	}
-	if u, ok := genericapirequest.UserFrom(ctx); ok && u.GetName() == user.APIServerUser {
-		return nil
-	}
-	return apierrors.NewForbidden(featuresapi.Resource("features/status"), obj.Name,
-		fmt.Errorf("the status of the Features in %s is written by kube-apiserver's feature lifecycle controller only; components report through features/uses", metav1.NamespaceSystem))
 }
 
 var _ = rest.Patcher(&SubresourceREST{})
@@ -114,18 +92,6 @@ func (r *SubresourceREST) Get(ctx context.Context, name string, options *metav1.
 
 // Update alters the subresource's part of the object.
 func (r *SubresourceREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	if r.authorize != nil {
-		validate := updateValidation
-		updateValidation = func(ctx context.Context, obj, old runtime.Object) error {
-			if err := r.authorize(ctx, obj.(*featuresapi.Feature), old.(*featuresapi.Feature)); err != nil {
-				return err
-			}
-			if validate == nil {
-				return nil
-			}
-			return validate(ctx, obj, old)
-		}
-	}
 	// Subresources never create on update.
 	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
 }

@@ -23,7 +23,13 @@ import (
 	featuresapi "k8s.io/kubernetes/pkg/apis/features"
 )
 
-var featureResource = featuresapi.Resource("features")
+var (
+	featureResource = featuresapi.Resource("features")
+	// featureComponentResource is the synthetic resource the
+	// FeatureRestriction admission plugin asks about: "report" on
+	// components/kubelet lets a node change the kubelet's entries of uses.
+	featureComponentResource = featuresapi.Resource("components")
+)
 
 // authorizeFeature lets every node read Kubernetes' own Features, those in
 // kube-system, and report its kubelet's uses of them; the noderestriction
@@ -35,6 +41,13 @@ func authorizeFeature(nodeName string, attrs authorizer.Attributes) (authorizer.
 		return authorizer.DecisionNoOpinion, "can only access features in " + metav1.NamespaceSystem, nil
 	}
 	verb := attrs.GetVerb()
+	if attrs.GetResource() == featureComponentResource.Resource {
+		if verb == "report" && attrs.GetName() == "kubelet" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		klog.V(2).Infof("NODE DENY: '%s' %#v", nodeName, attrs)
+		return authorizer.DecisionNoOpinion, "can only report the uses of component kubelet", nil
+	}
 	switch attrs.GetSubresource() {
 	case "":
 		if verb == "get" || verb == "list" || verb == "watch" {

@@ -66,5 +66,27 @@ func TestNodeAuthorizerFeatures(t *testing.T) {
 				t.Errorf("FeatureLifecycle=%t %s features/%s in %q: got %v (%q, %v), want %v", enabled, tc.verb, tc.subresource, tc.namespace, decision, reason, err, want)
 			}
 		}
+		// The FeatureRestriction admission plugin asks whether a node may
+		// change the entries of a component: the kubelet's, in kube-system.
+		for _, tc := range []struct {
+			verb, component, namespace string
+			want                       authorizer.Decision
+		}{
+			{"report", "kubelet", "kube-system", authorizer.DecisionAllow},
+			{"report", "kube-apiserver", "kube-system", authorizer.DecisionNoOpinion},
+			{"report", "kube-scheduler", "kube-system", authorizer.DecisionNoOpinion},
+			{"report", "kubelet", "example", authorizer.DecisionNoOpinion},
+			{"get", "kubelet", "kube-system", authorizer.DecisionNoOpinion},
+		} {
+			want := tc.want
+			if !enabled {
+				want = authorizer.DecisionNoOpinion
+			}
+			attrs := authorizer.AttributesRecord{User: node, ResourceRequest: true, Verb: tc.verb, APIGroup: "features.k8s.io", Resource: "components", Namespace: tc.namespace, Name: tc.component}
+			decision, reason, err := authz.Authorize(context.Background(), attrs)
+			if err != nil || decision != want {
+				t.Errorf("FeatureLifecycle=%t %s components/%s in %q: got %v (%q, %v), want %v", enabled, tc.verb, tc.component, tc.namespace, decision, reason, err, want)
+			}
+		}
 	}
 }

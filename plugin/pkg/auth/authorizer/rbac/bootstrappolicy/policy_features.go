@@ -30,43 +30,60 @@ import (
 
 const featuresGroup = "features.k8s.io"
 
-// featureUsesReporter is the role, and its binding, that lets
+// featureUsesReporter is the prefix of the roles, and their bindings, that let
 // kube-controller-manager and kube-scheduler report the values they found for
-// their feature gates (KEP-3920): read Features and update their uses, in
-// kube-system only, where Kubernetes' own Features are and where they report.
-// Kubelets get the same from the node authorizer.
-const featureUsesReporter = "system::feature-uses-reporter"
+// their feature gates (KEP-3920): read Features, update their uses, and report
+// for their own component (the FeatureRestriction admission plugin asks for
+// "report" on features.k8s.io components/NAME), in kube-system only, where
+// Kubernetes' own Features are and where they report. Kubelets get the same
+// from the node authorizer. A control plane whose components run as other
+// identities binds these roles to them.
+const featureUsesReporter = "system::feature-uses-reporter:"
 
-// withFeatureUseRoles returns roles with the feature uses reporter role in
+// featureUsesReporters are the users of the control plane's components that
+// report uses, by the component they report for.
+var featureUsesReporters = map[string]string{
+	"kube-controller-manager": user.KubeControllerManager,
+	"kube-scheduler":          user.KubeScheduler,
+}
+
+// withFeatureUseRoles returns roles with the feature uses reporter roles in
 // kube-system when the FeatureLifecycle gate is on. The gates are known only
-// after the roles of init are registered, so it is added when they are read.
+// after the roles of init are registered, so they are added when they are read.
 func withFeatureUseRoles(roles map[string][]rbacv1.Role) map[string][]rbacv1.Role {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) {
 		return roles
 	}
-	role := rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: featureUsesReporter, Namespace: metav1.NamespaceSystem},
-		Rules: []rbacv1.PolicyRule{
-			rbacv1helpers.NewRule(Read...).Groups(featuresGroup).Resources("features").RuleOrDie(),
-			rbacv1helpers.NewRule("get", "update", "patch").Groups(featuresGroup).Resources("features/uses").RuleOrDie(),
-		},
+	withRoles := maps.Clone(roles)
+	withRoles[metav1.NamespaceSystem] = slices.Clip(roles[metav1.NamespaceSystem])
+	for _, component := range slices.Sorted(maps.Keys(featureUsesReporters)) {
+		role := rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: featureUsesReporter + component, Namespace: metav1.NamespaceSystem},
+			Rules: []rbacv1.PolicyRule{
+				rbacv1helpers.NewRule(Read...).Groups(featuresGroup).Resources("features").RuleOrDie(),
+				rbacv1helpers.NewRule("get", "update", "patch").Groups(featuresGroup).Resources("features/uses").RuleOrDie(),
+				rbacv1helpers.NewRule("report").Groups(featuresGroup).Resources("components").Names(component).RuleOrDie(),
+			},
+		}
+		addDefaultMetadata(&role)
+		withRoles[metav1.NamespaceSystem] = append(withRoles[metav1.NamespaceSystem], role)
 	}
-	addDefaultMetadata(&role)
-	withRole := maps.Clone(roles)
-	withRole[metav1.NamespaceSystem] = append(slices.Clip(roles[metav1.NamespaceSystem]), role)
-	return withRole
+	return withRoles
 }
 
-// withFeatureUseRoleBindings returns bindings with the binding of the feature
-// uses reporter role to kube-controller-manager and kube-scheduler when the
+// withFeatureUseRoleBindings returns bindings with the bindings of the feature
+// uses reporter roles to kube-controller-manager and kube-scheduler when the
 // FeatureLifecycle gate is on.
 func withFeatureUseRoleBindings(bindings map[string][]rbacv1.RoleBinding) map[string][]rbacv1.RoleBinding {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.FeatureLifecycle) {
 		return bindings
 	}
-	binding := rbacv1helpers.NewRoleBinding(featureUsesReporter, metav1.NamespaceSystem).Users(user.KubeControllerManager, user.KubeScheduler).BindingOrDie()
-	addDefaultMetadata(&binding)
-	withBinding := maps.Clone(bindings)
-	withBinding[metav1.NamespaceSystem] = append(slices.Clip(bindings[metav1.NamespaceSystem]), binding)
-	return withBinding
+	withBindings := maps.Clone(bindings)
+	withBindings[metav1.NamespaceSystem] = slices.Clip(bindings[metav1.NamespaceSystem])
+	for _, component := range slices.Sorted(maps.Keys(featureUsesReporters)) {
+		binding := rbacv1helpers.NewRoleBinding(featureUsesReporter+component, metav1.NamespaceSystem).Users(featureUsesReporters[component]).BindingOrDie()
+		addDefaultMetadata(&binding)
+		withBindings[metav1.NamespaceSystem] = append(withBindings[metav1.NamespaceSystem], binding)
+	}
+	return withBindings
 }

@@ -18,6 +18,7 @@ package bootstrappolicy_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -61,6 +62,27 @@ func TestFeatureUsesReporterRoles(t *testing.T) {
 				decision, reason, err := authz.Authorize(context.Background(), attrs)
 				if err != nil || (decision == authorizer.DecisionAllow) != tc.allowed {
 					t.Errorf("FeatureLifecycle=%t %s: %s features/%s in %q: got %v (%q, %v), want allowed %t", enabled, component, tc.verb, tc.subresource, tc.namespace, decision, reason, err, tc.allowed)
+				}
+			}
+			// Each reports for its own component only (the FeatureRestriction
+			// admission plugin's check), and only in kube-system.
+			own := strings.TrimPrefix(component, "system:")
+			for _, tc := range []struct {
+				reportFor, namespace string
+				allowed              bool
+			}{
+				{own, "kube-system", enabled},
+				{own, "example", false},
+				{"kube-apiserver", "kube-system", false},
+				{"kubelet", "kube-system", false},
+			} {
+				attrs := authorizer.AttributesRecord{
+					User: &user.DefaultInfo{Name: component}, ResourceRequest: true, Verb: "report",
+					APIGroup: "features.k8s.io", Resource: "components", Namespace: tc.namespace, Name: tc.reportFor,
+				}
+				decision, reason, err := authz.Authorize(context.Background(), attrs)
+				if err != nil || (decision == authorizer.DecisionAllow) != tc.allowed {
+					t.Errorf("FeatureLifecycle=%t %s: report for %s in %q: got %v (%q, %v), want allowed %t", enabled, component, tc.reportFor, tc.namespace, decision, reason, err, tc.allowed)
 				}
 			}
 		}
