@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +110,11 @@ func TestComponentsReportTheirUses(t *testing.T) {
 	t.Cleanup(scheduler.TearDownFn)
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	t.Cleanup(stopKubelet)
+	// NodeRestriction checks the versions the kubelet reports against its
+	// Node; a build without a version reports the release it is built from.
+	if _, err := clientset.NewForConfigOrDie(config("admin-token")).CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	featureuses.Start(kubeletCtx, clientset.NewForConfigOrDie(config("node1-token")), "kubelet", "node1")
 
 	var uses []featuresv1alpha1.FeatureUse

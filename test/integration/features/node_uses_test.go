@@ -22,10 +22,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -85,8 +88,20 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 			return err
 		})
 	}
+	// NodeRestriction checks the versions a node reports against its Node.
+	if _, err := client("admin-token").CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node1"},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.36.3"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	own := featuresv1alpha1.FeatureUse{Component: "kubelet", Value: true, Instances: []string{"node1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: ptr.To(metav1.Now())}
-	if err := updateUses(func(f *featuresv1alpha1.Feature) { f.Status.Uses = append(f.Status.Uses, own) }); err != nil {
+	var err error
+	// The plugin's informer sees the Node within a moment.
+	if pollErr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err = updateUses(func(f *featuresv1alpha1.Feature) { f.Status.Uses = append(f.Status.Uses, own) })
+		return err == nil || !strings.Contains(err.Error(), "cannot check the versions"), nil
+	}); pollErr != nil || err != nil {
 		t.Fatalf("a node must report its own use: %v", err)
 	}
 
@@ -107,6 +122,14 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 			for i := range f.Status.Uses {
 				if f.Status.Uses[i].Component == "kubelet" {
 					f.Status.Uses[i].Instances = nil
+				}
+			}
+		},
+		// Its Node says v1.36.3: it cannot move itself to versions it invents.
+		"itself moved to an invented version": func(f *featuresv1alpha1.Feature) {
+			for i := range f.Status.Uses {
+				if f.Status.Uses[i].Component == "kubelet" {
+					f.Status.Uses[i].BinaryVersion, f.Status.Uses[i].EmulationVersion = "1.40", "1.40"
 				}
 			}
 		},

@@ -21,7 +21,9 @@ import (
 	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
+	baseversion "k8s.io/component-base/version"
 	featuresapi "k8s.io/kubernetes/pkg/apis/features"
 )
 
@@ -56,7 +58,58 @@ func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error
 	if err := checkNodeFeatureUses(nodeName, oldFeature.Status.Uses, newFeature.Status.Uses); err != nil {
 		return admission.NewForbidden(a, err)
 	}
+	if err := p.checkReportedVersions(nodeName, oldFeature.Status.Uses, newFeature.Status.Uses); err != nil {
+		return admission.NewForbidden(a, err)
+	}
 	return nil
+}
+
+// emulationRange is how many minor versions older than its binary a
+// component may emulate (KEP-4330: binary version - 3).
+const emulationRange = 3
+
+// checkReportedVersions returns why a kubelet entry the node names itself in
+// anew does not carry the versions of the kubelet its Node object reports:
+// the binary version, major.minor, of status.nodeInfo.kubeletVersion, and an
+// emulation version no newer than that and at most emulationRange minors
+// older. Entries that named the node before are not checked again, so that an
+// object stored before the check stays writable.
+func (p *Plugin) checkReportedVersions(nodeName string, oldUses, newUses []featuresapi.FeatureUse) error {
+	for _, use := range newUses {
+		if use.Component != kubeletComponent || !slices.Contains(use.Instances, nodeName) ||
+			slices.ContainsFunc(oldUses, func(old featuresapi.FeatureUse) bool {
+				return featuresapi.SameUse(old, use) && slices.Contains(old.Instances, nodeName)
+			}) {
+			continue
+		}
+		node, err := p.nodesGetter.Get(nodeName)
+		if err != nil {
+			return fmt.Errorf("node %q: cannot check the versions of its kubelet use against its Node: %w", nodeName, err)
+		}
+		binary := kubeletMinorVersion(node.Status.NodeInfo.KubeletVersion)
+		if use.BinaryVersion != binary.String() {
+			return fmt.Errorf("node %q may only report its kubelet's binary version %q (status.nodeInfo.kubeletVersion %q), not %q",
+				nodeName, binary.String(), node.Status.NodeInfo.KubeletVersion, use.BinaryVersion)
+		}
+		emulated, err := version.ParseMajorMinor(use.EmulationVersion)
+		if err != nil || emulated.GreaterThan(binary) || emulated.LessThan(binary.SubtractMinor(emulationRange)) {
+			return fmt.Errorf("node %q may only report an emulation version from %s to %s, not %q",
+				nodeName, binary.SubtractMinor(emulationRange).String(), binary.String(), use.EmulationVersion)
+		}
+	}
+	return nil
+}
+
+// kubeletMinorVersion is the major.minor version a kubelet of the given
+// version reports its uses at: as the reporter does, a build without a
+// version (0.0, unit and integration tests) reports the release it is built
+// from.
+func kubeletMinorVersion(kubeletVersion string) *version.Version {
+	v, err := version.ParseGeneric(kubeletVersion)
+	if err != nil || v.Major() == 0 && v.Minor() == 0 {
+		v = version.MustParse(baseversion.DefaultKubeBinaryVersion)
+	}
+	return version.MajorMinor(v.Major(), v.Minor())
 }
 
 // checkNodeFeatureUses returns why the new uses are more than the old ones plus

@@ -22,9 +22,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	corev1lister "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	baseversion "k8s.io/component-base/version"
 	featuresapi "k8s.io/kubernetes/pkg/apis/features"
 	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
 	"k8s.io/utils/ptr"
@@ -65,7 +69,7 @@ func TestAdmitFeatureUses(t *testing.T) {
 			uses[1].FirstReportTime = ptr.To(metav1.NewTime(reported.Add(time.Hour)))
 			return uses
 		}(), wantErr: "not change the other instances or the report time"},
-		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}}},
+		{name: "itself moved to the other value, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: false, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported}}},
 		{name: "itself moved to a new version, its entry gone", node: "node-1", uses: []featuresapi.FeatureUse{stored[0], {Component: "kubelet", Value: true, Instances: []string{"node-1"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported}}},
 		{name: "its entry renewed", node: "node-1", uses: func() []featuresapi.FeatureUse {
 			uses := withUses()
@@ -88,6 +92,20 @@ func TestAdmitFeatureUses(t *testing.T) {
 			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported},
 			featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported},
 		), wantErr: "may be named in one kubelet use only"},
+		// A node names itself only in an entry of its kubelet's versions, as
+		// its Node reports them (newFeaturesTestPlugin).
+		{name: "a binary version other than its Node's", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.37", EmulationVersion: "1.37", FirstReportTime: &reported}),
+			wantErr: `node "mynode" may only report its kubelet's binary version "1.36" (status.nodeInfo.kubeletVersion "v1.36.3"), not "1.37"`},
+		{name: "itself added to an entry of another binary version", node: "newnode", uses: addInstance("node-1", "newnode"),
+			wantErr: `node "newnode" may only report its kubelet's binary version "1.37"`},
+		{name: "an emulation version newer than its binary", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.37", FirstReportTime: &reported}),
+			wantErr: `node "mynode" may only report an emulation version from 1.33 to 1.36, not "1.37"`},
+		{name: "the oldest emulation version", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.33", FirstReportTime: &reported})},
+		{name: "an emulation version too old", node: "mynode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"mynode"}, BinaryVersion: "1.36", EmulationVersion: "1.32", FirstReportTime: &reported}),
+			wantErr: `not "1.32"`},
+		{name: "a node without a Node", node: "ghost", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"ghost"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}),
+			wantErr: `node "ghost": cannot check the versions of its kubelet use against its Node`},
+		{name: "a build without a version reports the release it is built from", node: "devnode", uses: withUses(featuresapi.FeatureUse{Component: "kubelet", Value: false, Instances: []string{"devnode"}, BinaryVersion: baseversion.DefaultKubeBinaryVersion, EmulationVersion: baseversion.DefaultKubeBinaryVersion, FirstReportTime: &reported})},
 		{name: "status subresource", node: "mynode", subresource: "status", uses: withUses(), wantErr: "nodes may only update the uses subresource of features"},
 		{name: "create", node: "mynode", operation: admission.Create, uses: withUses(), wantErr: "unexpected operation CREATE"},
 	}
@@ -106,7 +124,7 @@ func TestAdmitFeatureUses(t *testing.T) {
 			node := &user.DefaultInfo{Name: "system:node:" + tc.node, Groups: []string{"system:nodes"}}
 			attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
 				featureResource.WithVersion("v1alpha1"), subresource, operation, &metav1.UpdateOptions{}, false, node)
-			err := NewPlugin(nodeidentifier.NewDefaultNodeIdentifier()).Admit(context.TODO(), attrs, nil)
+			err := newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("want the update admitted, got %v", err)
@@ -137,8 +155,24 @@ func TestAdmitFeatureUsesAroundAnEntryNamingNobody(t *testing.T) {
 		node := &user.DefaultInfo{Name: "system:node:mynode", Groups: []string{"system:nodes"}}
 		attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
 			featureResource.WithVersion("v1alpha1"), "uses", admission.Update, &metav1.UpdateOptions{}, false, node)
-		if err := NewPlugin(nodeidentifier.NewDefaultNodeIdentifier()).Admit(context.TODO(), attrs, nil); err != nil {
+		if err := newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil); err != nil {
 			t.Errorf("the entry naming nobody %s: want the update admitted, got %v", name, err)
 		}
 	}
+}
+
+// newFeaturesTestPlugin is the plugin with the Nodes of the features tests:
+// mynode at v1.36.3, node-1 and newnode at v1.37.2, devnode a build without a
+// version.
+func newFeaturesTestPlugin(t *testing.T) *Plugin {
+	t.Helper()
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil)
+	for name, kubeletVersion := range map[string]string{"mynode": "v1.36.3", "node-1": "v1.37.2", "newnode": "v1.37.2", "devnode": "v0.0.0-master+$Format:%H$"} {
+		if err := nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := NewPlugin(nodeidentifier.NewDefaultNodeIdentifier())
+	p.nodesGetter = corev1lister.NewNodeLister(nodes)
+	return p
 }
