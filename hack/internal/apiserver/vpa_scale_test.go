@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,7 +108,9 @@ type scaleResult struct {
 	rss, heap                 map[string]float64
 	rssRestart, heapRestart   float64 // the recommender after its restart, MiB
 	rssWeek, heapWeek         map[string]float64
-	writesPerMinute           map[string]float64 // "VERB resource" of the components' writes in the steady phase
+	writesPerMinute           map[string]float64       // "VERB resource" of the components' writes in the steady phase
+	writeLatency              map[string]time.Duration // the API server's mean latency of those writes in the steady phase
+	recommenderSteps          map[string]time.Duration // the mean of each step of the recommender's loops in the steady phase
 	etcdBytesPerMinute        float64
 	rollouts                  int
 	nodeEntries               int // per-node recommendations at the end of the steady phase
@@ -258,6 +261,16 @@ func (s *scaleRun) run() scaleResult {
 	for k, v := range after.writes {
 		if d := v - before.writes[k]; d > 0 {
 			s.res.writesPerMinute[k] = d / minutes
+		}
+	}
+	s.res.writeLatency = map[string]time.Duration{}
+	for k := range s.res.writesPerMinute {
+		s.res.writeLatency[k] = after.latency[k].since(before.latency[k])
+	}
+	s.res.recommenderSteps = map[string]time.Duration{}
+	for step, c := range after.steps {
+		if d := c.since(before.steps[step]); d > 0 {
+			s.res.recommenderSteps[step] = d
 		}
 	}
 	s.res.etcdBytesPerMinute = (after.walBytes - before.walBytes) / minutes
@@ -717,6 +730,8 @@ type scaleSample struct {
 	admission counter
 	rss, heap map[string]float64 // MiB
 	writes    map[string]float64 // apiserver_request_total of writes by "VERB resource"
+	latency   map[string]counter // apiserver_request_duration_seconds of the same writes
+	steps     map[string]counter // the recommender's loop by step
 	walBytes  float64
 }
 
@@ -725,7 +740,7 @@ func (x scaleSample) loop(name string) counter { return x.loops[name] }
 // sample reads the components' loops and memory, the API server's write counts
 // and etcd's WAL bytes.
 func (s *scaleRun) sample() scaleSample {
-	x := scaleSample{at: time.Now(), loops: map[string]counter{}, rss: map[string]float64{}, heap: map[string]float64{}, writes: map[string]float64{}}
+	x := scaleSample{at: time.Now(), loops: map[string]counter{}, rss: map[string]float64{}, heap: map[string]float64{}, writes: map[string]float64{}, steps: map[string]counter{}}
 	for _, name := range scaleComponents {
 		addr := componentAddr[name]
 		if name != "vpa-admission-controller" {
@@ -738,7 +753,13 @@ func (s *scaleRun) sample() scaleSample {
 	}
 	x.admission = counter{s.metric(scaleAdmissionAddr, "vpa_admission_controller_admission_latency_seconds", "", "_sum"),
 		s.metric(scaleAdmissionAddr, "vpa_admission_controller_admission_latency_seconds", "", "_count")}
-	x.writes = s.apiserverWrites()
+	x.writes, x.latency = s.apiserverWrites()
+	for _, step := range s.labelValues(scaleRecommenderAddr, loopMetric("vpa-recommender")+"_count", "step") {
+		if step != "total" {
+			label := `step="` + step + `"`
+			x.steps[step] = counter{s.metric(scaleRecommenderAddr, loopMetric("vpa-recommender"), label, "_sum"), s.metric(scaleRecommenderAddr, loopMetric("vpa-recommender"), label, "_count")}
+		}
+	}
 	x.walBytes = s.etcdWALBytes()
 	return x
 }
@@ -759,15 +780,19 @@ func vmRSS(pid int) float64 {
 }
 
 // apiserverWrites counts the API server's completed writes by verb and resource,
-// of the resources the components write (not the pods and nodes the test writes).
-func (s *scaleRun) apiserverWrites() map[string]float64 {
+// of the resources the components write (not the pods and nodes the test writes),
+// and sums their latency.
+func (s *scaleRun) apiserverWrites() (map[string]float64, map[string]counter) {
 	raw, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(s.ctx)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	out := map[string]float64{}
+	out, latency := map[string]float64{}, map[string]counter{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		metric, _, _ := strings.Cut(line, "{")
+		switch metric {
+		case "apiserver_request_total", "apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count":
+		default:
 			continue
 		}
 		labels := promLabels(line)
@@ -788,9 +813,39 @@ func (s *scaleRun) apiserverWrites() map[string]float64 {
 		}
 		f := strings.Fields(line)
 		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		out[key] += v
+		c := latency[key]
+		switch metric {
+		case "apiserver_request_total":
+			out[key] += v
+		case "apiserver_request_duration_seconds_sum":
+			c.sum += v
+		case "apiserver_request_duration_seconds_count":
+			c.count += v
+		}
+		latency[key] = c
 	}
-	return out
+	return out, latency
+}
+
+// labelValues returns the values a label takes in the series of a metric.
+func (s *scaleRun) labelValues(addr, series, label string) []string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var values []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, series+"{") {
+			if v, ok := promLabels(line)[label]; ok && !slices.Contains(values, v) {
+				values = append(values, v)
+			}
+		}
+	}
+	sort.Strings(values)
+	return values
 }
 
 func promLabels(line string) map[string]string {
@@ -815,24 +870,29 @@ func (s *scaleRun) etcdWALBytes() float64 {
 
 func scaleReport(results []scaleResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| run | nodes | DaemonSets | recommender loop | after restart: first loop | updater loop | RSS MiB rec / adm / upd | heap MiB rec / adm / upd | recommender after restart RSS / heap | after %s rollouts RSS / heap (rec) | admission mean | component writes/min | etcd WAL KiB/min | per-node recommendations | evictions |\n", "the")
-	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| run | nodes | DaemonSets | recommender loop | after restart: first loop | updater loop | RSS MiB rec / adm / upd | heap MiB rec / adm / upd | recommender after restart RSS / heap | after %s rollouts RSS / heap (rec) | admission mean | component writes/min (API server's mean latency) | recommender loop by step | etcd WAL KiB/min | per-node recommendations | evictions |\n", "the")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range results {
 		var writes []string
 		for k, v := range r.writesPerMinute {
-			writes = append(writes, fmt.Sprintf("%s %.1f", k, v))
+			writes = append(writes, fmt.Sprintf("%s %.1f (%v)", k, v, r.writeLatency[k].Round(time.Millisecond)))
 		}
 		sort.Strings(writes)
+		var steps []string
+		for step, d := range r.recommenderSteps {
+			steps = append(steps, fmt.Sprintf("%s %v", step, d.Round(time.Millisecond)))
+		}
+		sort.Strings(steps)
 		week := "-"
 		if r.rollouts > 0 {
 			week = fmt.Sprintf("%d: %.0f / %.0f", r.rollouts, r.rssWeek["vpa-recommender"], r.heapWeek["vpa-recommender"])
 		}
 		gate := map[bool]string{true: "gate on", false: "gate off"}[r.gate]
-		fmt.Fprintf(&b, "| %s | %d | %d | %v | %v | %v | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f | %s | %v | %s | %.0f | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %v | %v | %v | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f | %s | %v | %s | %s | %.0f | %d | %d |\n",
 			gate, r.nodes, r.daemonSets, r.recommenderLoop.Round(time.Millisecond), r.recommenderFirstLoop.Round(time.Millisecond), r.updaterLoop.Round(time.Millisecond),
 			r.rss["vpa-recommender"], r.rss["vpa-admission-controller"], r.rss["vpa-updater"],
 			r.heap["vpa-recommender"], r.heap["vpa-admission-controller"], r.heap["vpa-updater"],
-			r.rssRestart, r.heapRestart, week, r.admission.Round(time.Microsecond), strings.Join(writes, ", "), r.etcdBytesPerMinute/1024, r.nodeEntries, r.podsEvicted)
+			r.rssRestart, r.heapRestart, week, r.admission.Round(time.Microsecond), strings.Join(writes, ", "), strings.Join(steps, ", "), r.etcdBytesPerMinute/1024, r.nodeEntries, r.podsEvicted)
 	}
 	return b.String()
 }
