@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,13 +45,16 @@ import (
 	"k8s.io/kubernetes/pkg/controlplane/controller/featurelifecycle/tasks"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/test/integration/framework"
+	"k8s.io/utils/ptr"
 )
 
 // TestThreeAPIServers runs three kube-apiservers on one etcd: leadership of
 // the Features is spread and agreed; killing the leader of a Feature in the
 // middle of its transition lets another one finish it within the liveness
-// bound; and servers that all believe they lead run the same tasks at once
-// without corrupting anything.
+// bound; and two leaders of the same Feature at once, with identity leases of
+// their own (a partition of the leases), run the same transition's task
+// without harm: it completes once, and neither strips what it cleared once
+// the feature is on again.
 func TestThreeAPIServers(t *testing.T) {
 	ctx := context.Background()
 	fastLifecycle(t)
@@ -171,49 +176,134 @@ func TestThreeAPIServers(t *testing.T) {
 		t.Errorf("finished by %s, want the new leader %s", f.Status.Announcer, want)
 	}
 
-	// Two more server flows run beside the servers, with Liveness 0: every
-	// other server looks dead to them, and so does their own identity, which
-	// has no lease. A server leads only while its own lease is live, so they
-	// lead nothing: this shows that flows that see no members stay out of a
-	// transition, not what two leaders at once do (issue 34, item 4).
+	// Two leaders of every Feature at once: two more server flows, each with
+	// an identity lease of its own that the test renews, select their leases
+	// by another label, so they see only each other and the three servers
+	// see only themselves. Each side leads every Feature by its own view, as
+	// servers whose views of the leases differ do for a while. Both run the
+	// PVC task of the same transition, and both keep running once it is over.
 	var binary *version.Version
 	binary, err = version.ParseGeneric(f.Status.BinaryVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rogueCtx, stopRogues := context.WithCancel(ctx)
-	t.Cleanup(stopRogues)
-	for _, identity := range []string{"rogue-1", "rogue-2"} {
+	partitionCtx, stopPartition := context.WithCancel(ctx)
+	t.Cleanup(stopPartition)
+	partition := []string{"partitioned-1", "partitioned-2"}
+	for _, identity := range partition {
+		go renewIdentityLease(partitionCtx, t, client, identity, "partitioned", binary)
 		registry := featurelifecycle.NewRegistry(featurelifecycle.NewWaitForUses(usesWait, usesWait))
 		tasks.Register(registry)
 		go featurelifecycle.New(featurelifecycle.Config{
-			Namespace:        metav1.NamespaceSystem,
-			Identity:         identity,
-			Gate:             featurereporting.NewGate(gate),
-			BinaryVersion:    binary,
-			EmulationVersion: version.MajorMinor(binary.Major(), binary.Minor()),
-			Tasks:            registry,
-			Liveness:         0, // every other server looks dead
-			Recheck:          renewPeriod,
-			UnknownRetention: 3,
-			PruneInterval:    usesWait,
-			UseExpiry:        featurereporting.UseExpiry,
-		}, client).Run(rogueCtx)
+			Namespace:             metav1.NamespaceSystem,
+			Identity:              identity,
+			IdentityLeaseSelector: "apiserver.kubernetes.io/identity=partitioned",
+			Gate:                  featurereporting.NewGate(gate),
+			BinaryVersion:         binary,
+			EmulationVersion:      version.MajorMinor(binary.Major(), binary.Minor()),
+			Tasks:                 registry,
+			Liveness:              3 * renewPeriod,
+			Recheck:               renewPeriod,
+			UnknownRetention:      3,
+			PruneInterval:         usesWait,
+			UseExpiry:             featurereporting.UseExpiry,
+		}, client).Run(partitionCtx)
+	}
+	const pvcFeature = "persistentvolumeclaimunusedsincetime"
+	pvcTimeline := watchFeature(ctx, t, featureClient, pvcFeature, time.Now())
+	// Both sides lead the Feature: each has announced it.
+	mainLeader := featurelifecycle.LeaderOf(pvcFeature, survivors)
+	bothLead := func(since time.Time) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			return pvcTimeline.lastWriteBy(partition).After(since) && pvcTimeline.lastWriteBy([]string{mainLeader}).After(since), nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, bothLead(time.Time{})); err != nil {
+		t.Fatalf("want %s and a partitioned flow both writing %s, saw:\n%s", mainLeader, pvcFeature, pvcTimeline)
 	}
 	claims := tasks.ClearPVCUnusedCondition{}
 	if err := claims.Use(ctx, client); err != nil {
 		t.Fatal(err)
 	}
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PersistentVolumeClaimUnusedSinceTime, false)
-	f = waitFor(t, featureClient, "persistentvolumeclaimunusedsincetime", time.Minute, "Off", func(f *featuresv1alpha1.Feature) bool {
+	f = waitFor(t, featureClient, pvcFeature, time.Minute, "Off", func(f *featuresv1alpha1.Feature) bool {
 		return f.Status.State == featuresv1alpha1.FeatureStateOff
 	})
-	stopRogues()
 	if err := claims.Pristine(ctx, client); err != nil {
 		t.Error(err)
 	}
 	if len(f.Status.Tasks) != 0 || meta.FindStatusCondition(f.Status.Conditions, featuresv1alpha1.FeatureConditionTaskFailed) != nil {
-		t.Errorf("the transition beside the memberless flows left tasks or a failure behind: %s", dump(f))
+		t.Errorf("the transition under two leaders left tasks or a failure behind: %s", dump(f))
+	}
+
+	// The feature is turned on again, and kube-controller-manager would keep
+	// the condition on the claims again: a leader still acting for the
+	// transition that is over would strip it. Both sides go on leading for
+	// several passes; the condition stays.
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.PersistentVolumeClaimUnusedSinceTime, true)
+	waitFor(t, featureClient, pvcFeature, time.Minute, "On", func(f *featuresv1alpha1.Feature) bool {
+		return f.Status.State == featuresv1alpha1.FeatureStateOn
+	})
+	claimList, err := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claimList.Items) != 1 {
+		t.Fatalf("want the harness's one claim, got %v, %v", claimList, err)
+	}
+	claim := &claimList.Items[0]
+	claim.Status.Conditions = append(claim.Status.Conditions, v1.PersistentVolumeClaimCondition{
+		Type: v1.PersistentVolumeClaimUnused, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now(),
+	})
+	if _, err := client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	on := time.Now()
+	for range 3 {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, bothLead(on)); err != nil {
+			t.Fatalf("want both sides writing %s after it was turned on, saw:\n%s", pvcFeature, pvcTimeline)
+		}
+		on = time.Now()
+	}
+	if err := claims.Pristine(ctx, client); err == nil {
+		t.Errorf("a leader stripped the Unused condition after the feature was turned on again; what %s went through:\n%s", pvcFeature, pvcTimeline)
+	}
+	stopPartition()
+	t.Logf("%s under two leaders, %s and one of %v:\n%s", pvcFeature, mainLeader, partition, pvcTimeline)
+}
+
+// renewIdentityLease keeps an identity lease of the given identity label
+// renewed every renewPeriod, carrying the versions as a server's does, until
+// ctx ends.
+func renewIdentityLease(ctx context.Context, t *testing.T, client clientset.Interface, identity, label string, binary *version.Version) {
+	leases := client.CoordinationV1().Leases(metav1.NamespaceSystem)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   identity,
+			Labels: map[string]string{"apiserver.kubernetes.io/identity": label},
+			Annotations: map[string]string{
+				featurelifecycle.BinaryVersionAnnotation:    binary.String(),
+				featurelifecycle.EmulationVersionAnnotation: version.MajorMinor(binary.Major(), binary.Minor()).String(),
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(identity), LeaseDurationSeconds: ptr.To[int32](3600)},
+	}
+	for {
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		var err error
+		if lease.ResourceVersion == "" {
+			lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		} else {
+			lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("renewing the identity lease %s: %v", identity, err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(renewPeriod):
+		}
 	}
 }
 
@@ -306,6 +396,18 @@ func (tl *featureTimeline) firstWriteBy(servers []string) time.Time {
 	defer tl.mu.Unlock()
 	for _, c := range tl.changes {
 		if c.write && slices.Contains(servers, c.announcer) {
+			return c.seen
+		}
+	}
+	return time.Time{}
+}
+
+// lastWriteBy returns when a write announced by one of servers was last seen.
+func (tl *featureTimeline) lastWriteBy(servers []string) time.Time {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i := len(tl.changes) - 1; i >= 0; i-- {
+		if c := tl.changes[i]; c.write && slices.Contains(servers, c.announcer) {
 			return c.seen
 		}
 	}
