@@ -482,6 +482,7 @@ spec:
 	}); err != nil {
 		t.Fatalf("no checkpoint of %s of both nodes (got %v): %v", e2eMinNodeHistory, ckBefore, err)
 	}
+	checkpointSlicesManagedWhole(t, ctx, dyn, ns.Name)
 	recsBefore := recs
 	comps.stop("vpa-updater", "vpa-recommender")
 	if err := dyn.Resource(sliceResource).Namespace(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
@@ -1248,6 +1249,29 @@ func checkpointSlices(t *testing.T, ctx context.Context, dyn dynamic.Interface, 
 		}
 	})
 	return out
+}
+
+// checkpointSlicesManagedWhole fails when the API server tracks the fields of
+// a checkpoint slice's nodes one by one: their list is atomic, because
+// per-entry managedFields doubled the stored size and the cost of each write
+// (docs/vpa-node-scope.md).
+func checkpointSlicesManagedWhole(t *testing.T, ctx context.Context, dyn dynamic.Interface, ns string) {
+	t.Helper()
+	list, err := dyn.Resource(checkpointSliceResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range list.Items {
+		for _, m := range item.GetManagedFields() {
+			var fields map[string]any
+			if m.FieldsV1 == nil || json.Unmarshal(m.FieldsV1.Raw, &fields) != nil {
+				t.Fatalf("checkpoint slice %s: managedFields of %s unreadable", item.GetName(), m.Manager)
+			}
+			if nodes, _ := fields["f:nodes"].(map[string]any); len(nodes) > 0 {
+				t.Errorf("checkpoint slice %s: %s manages %d fields of nodes one by one, want the list atomic", item.GetName(), m.Manager, len(nodes))
+			}
+		}
+	}
 }
 
 // daemonPods are the DaemonSet's pods that are not being deleted, by node.

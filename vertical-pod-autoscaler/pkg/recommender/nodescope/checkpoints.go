@@ -126,8 +126,8 @@ type checkpointSlice struct {
 // Load reads the checkpoint slices of the VPA and returns the checkpoints of
 // each node's containers. Only the entries of the nodes that exist, with the
 // UID of the entry, count: the history of an earlier machine of a node's name
-// is not the node's. A node found in two slices (a move that a restart
-// interrupted) gets the more recent entry.
+// is not the node's. A node found twice (in one slice, whose list is atomic,
+// or in two: a move that a restart interrupted) gets the more recent entry.
 func (s *CheckpointStore) Load(ctx context.Context, vpa *vpa_types.VerticalPodAutoscaler, nodeUIDs model.NodeUIDs) (map[model.NodeRef][]vpa_alpha.ContainerCheckpoint, error) {
 	state, entries, err := s.list(ctx, vpa, nodeUIDs)
 	if err != nil {
@@ -165,15 +165,18 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 		uid, exists := nodeUIDs(entry.NodeName)
 		return uid, exists && entry.NodeUID == uid
 	}
+	// The most recent entry of each node: the list is atomic, so a node may
+	// also be listed twice in one slice.
+	type position struct{ slice, entry int }
 	latest := map[string]time.Time{}
-	winner := map[string]int{}
+	winner := map[string]position{}
 	for i, item := range items {
-		for _, entry := range item.Nodes {
+		for j, entry := range item.Nodes {
 			if _, current := machine(entry); !current {
 				continue
 			}
 			if at, seen := latest[entry.NodeName]; !seen || lastUpdate(entry).After(at) {
-				latest[entry.NodeName], winner[entry.NodeName] = lastUpdate(entry), i
+				latest[entry.NodeName], winner[entry.NodeName] = lastUpdate(entry), position{i, j}
 			}
 		}
 	}
@@ -185,9 +188,9 @@ func (s *CheckpointStore) list(ctx context.Context, vpa *vpa_types.VerticalPodAu
 		// A slice marked while its VPA had no scope node is rewritten at once,
 		// without the mark, rather than at its next refresh.
 		_, slice.dirty = item.Annotations[vpa_alpha.UnscopedSinceAnnotation]
-		for _, entry := range item.Nodes {
+		for j, entry := range item.Nodes {
 			uid, current := machine(entry)
-			if _, taken := state.uid[entry.NodeName]; !current || taken || winner[entry.NodeName] != i {
+			if !current || winner[entry.NodeName] != (position{i, j}) {
 				slice.dirty = true
 				continue
 			}

@@ -339,6 +339,35 @@ func TestCheckpointStoreLoad(t *testing.T) {
 	}
 }
 
+// The nodes of a checkpoint slice are an atomic list, which the API server
+// does not keep unique.
+func TestCheckpointStoreLoadsTheLatestOfANodeListedTwice(t *testing.T) {
+	at := time.Now().Add(-time.Hour)
+	entry := func(node string, at time.Time) vpa_alpha.NodeCheckpoint {
+		return vpa_alpha.NodeCheckpoint{NodeName: node, NodeUID: ref(node).UID, Containers: []vpa_alpha.ContainerCheckpoint{{ContainerName: "agent",
+			Checkpoint: vpa_types.VerticalPodAutoscalerCheckpointStatus{LastUpdateTime: metav1.NewTime(at)}}}}
+	}
+	s := newCheckpointSlice(testVPA)
+	s.Name, s.UID, s.OwnerReferences[0].UID = "agent-checkpoint-a", "slice-a", "uid"
+	s.Nodes = []vpa_alpha.NodeCheckpoint{entry("node-1", at), entry("node-2", at), entry("node-1", at.Add(time.Minute))}
+	f := newCheckpointFixture(s)
+	loaded, err := f.store.Load(context.TODO(), testVPA, existingNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded[ref("node-1")][0].Checkpoint.LastUpdateTime.Time; !got.Equal(at.Add(time.Minute)) {
+		t.Errorf("node-1 loaded from %v, want the later entry of %v", got, at.Add(time.Minute))
+	}
+	// The slice is rewritten at once, each node once.
+	if stats := f.store1(t, history([]string{"node-1", "node-2"}, 100, f.now)); stats.Writes != 1 {
+		t.Fatalf("%+v: want the slice rewritten", stats)
+	}
+	_, slices := f.stored(t)
+	if len(slices) != 1 || len(slices[0].Nodes) != 2 {
+		t.Errorf("stored %v, want one slice of node-1 and node-2", slices)
+	}
+}
+
 func TestCheckpointStoreWritesOnlyLoadedVPAs(t *testing.T) {
 	persisted := newCheckpointSlice(testVPA)
 	persisted.Name = "agent-checkpoint-a"

@@ -217,9 +217,11 @@ type VerticalPodAutoscalerCheckpointSlice struct {
 	// nodes holds the checkpoints of the pod on each node of the slice. The
 	// recommender fills a slice up to 512 KiB (MaxCheckpointSliceBytes); no
 	// entry is smaller than 65 bytes (a name and a UID), so it never writes
-	// more than 8192.
-	// +listType=map
-	// +listMapKey=nodeName
+	// more than 8192. The list is atomic, as EndpointSlice's endpoints: one
+	// writer replaces it whole, and per-entry field management would double
+	// the stored size and the cost of every write. Of a node listed twice the
+	// recommender loads the more recent entry.
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8192
 	// +optional
 	Nodes []NodeCheckpoint `json:"nodes,omitempty"`
