@@ -53,8 +53,7 @@ vpa-e2e: build
 	@hack/vpa.sh e2e
 
 ## vpa-scale: the VPA's recommender, admission controller and updater as processes against the lone API server at 5,000 nodes, gate off and on, one and three DaemonSets (about two hours on 2 cores, not in CI; NODES=, RUNS=; docs/vpa-node-scope.md)
-vpa-scale: build
-	@hack/vpa.sh build
+vpa-scale: tree
 	@hack/vpa.sh scale "$(NODES)" "$(RUNS)"
 
 ## cluster-down: stop the local cluster and remove its mounts and network devices

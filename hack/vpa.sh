@@ -46,8 +46,8 @@
 #                    per node of each DaemonSet (TestVPAScale, build tag vpascale,
 #                    hack/internal/apiserver/vpa_scale_test.go); RUNS: gate and DaemonSets,
 #                    default "off/1 on/1 off/3 on/3"; the table goes to _output/vpa-scale.md
-#                    (docs/vpa-node-scope.md); needs make vpa and make's kube-apiserver and
-#                    kubectl, not root
+#                    (docs/vpa-node-scope.md); builds the VPA's components, kube-apiserver
+#                    and kubectl without -race first (the test refuses -race builds), not root
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -134,8 +134,11 @@ e2e() {
 e2e_build() { tree && build --test-flags && crds && metrics_server; }
 
 # apiserver_test NODES RUN: TestNodeScopeWritesOnAPIServer on a lone API server.
+# scale NODES RUNS: TestVPAScale on release builds of the VPA's components and
+# kube-apiserver (make test leaves -race builds at the same paths; the test refuses
+# them).
 scale() {
-  [ -x "$VPAOUT/bin/recommender" ] || { echo "no VPA binaries in $VPAOUT/bin: run 'make vpa' first" >&2; return 1; }
+  build && WHAT="cmd/kube-apiserver cmd/kubectl" hack/build.sh || return 1
   VPA_SCALE_NODES=${1:-5000} VPA_SCALE_RUNS=${2:-off/1 on/1 off/3 on/3} VPA_SCALE_REPORT=$OUT/vpa-scale.md \
     go test -tags vpascale -timeout 4h -count 1 -run '^TestVPAScale$' -v ./hack/internal/apiserver
 }
@@ -200,6 +203,6 @@ case ${1:-build} in
   e2e-build) e2e_build ;;
   metrics-server) metrics_server ;;
   apiserver-test) apiserver_test "${2:-}" "${3:-}" ;;
-  scale) scale "${2:-}" "${3:-}" ;;
+  scale) tree && scale "${2:-}" "${3:-}" ;;
   *) echo "usage: hack/vpa.sh [build|crds|test [OUT_DIR]|gates-on [OUT_DIR]|e2e [JSON]|e2e-build|metrics-server|apiserver-test [NODES [RUN]]|scale [NODES [RUNS]]]" >&2; exit 2 ;;
 esac

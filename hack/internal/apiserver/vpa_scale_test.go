@@ -22,6 +22,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/x509"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -153,6 +154,22 @@ func TestVPAScale(t *testing.T) {
 	}
 }
 
+// releaseBuild fails for a binary that is missing or built with the race
+// detector: make test builds the same paths with -race, which makes the code
+// the run measures several times slower and its numbers meaningless.
+func releaseBuild(path string) error {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return fmt.Errorf("%s is built with -race", path)
+		}
+	}
+	return nil
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -192,9 +209,14 @@ func newScaleRun(t *testing.T, root string, nodes, daemonSets int, gate bool, ro
 	t.Cleanup(cancel)
 	s := &scaleRun{t: t, ctx: ctx, root: root, a: NewLoneAPIServer(root, t.Output()), nodes: nodes, daemonSets: daemonSets, gate: gate, rollouts: rollouts}
 	s.res = scaleResult{name: t.Name(), nodes: nodes, daemonSets: daemonSets, gate: gate, rollouts: rollouts}
-	for _, bin := range []string{"recommender", "updater", "admission-controller"} {
-		if _, err := os.Stat(filepath.Join(root, "_output", "vpa", "bin", bin)); err != nil {
-			t.Fatalf("%v: run 'make vpa' first", err)
+	for _, bin := range []string{
+		filepath.Join(root, "_output", "vpa", "bin", "recommender"),
+		filepath.Join(root, "_output", "vpa", "bin", "updater"),
+		filepath.Join(root, "_output", "vpa", "bin", "admission-controller"),
+		filepath.Join(root, "_output", "bin", "kube-apiserver"),
+	} {
+		if err := releaseBuild(bin); err != nil {
+			t.Fatalf("%v: hack/vpa.sh scale builds them", err)
 		}
 	}
 	// Every run starts from an empty store.
