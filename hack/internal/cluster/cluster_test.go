@@ -24,8 +24,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,6 +301,54 @@ func TestSlowRegistryDelaysManifestsAndAliasesTags(t *testing.T) {
 	resp.Body.Close()
 	if strings.TrimSpace(string(body)) != "1" {
 		t.Errorf("requests for the tag: %q", body)
+	}
+}
+
+// A tag ending with "-held" reaches the registry only once released: the pull gate's
+// e2e test ends the pulls that hold the slots when it chooses.
+func TestSlowRegistryHoldsUntilReleased(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer upstream.Close()
+	proxy := httptest.NewServer(&SlowRegistry{Upstream: strings.TrimPrefix(upstream.URL, "http://")})
+	defer proxy.Close()
+	get := func(path string) string {
+		resp, err := http.Get(proxy.URL + path)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(body))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get("/v2/carry/synthetic/manifests/64mib--1-held")
+	}()
+	for get("/carry/requests/carry/synthetic:64mib--1-held") != "1" {
+		runtime.Gosched()
+	}
+	// A tag that is not held passes the held one.
+	get("/v2/carry/synthetic/manifests/64mib--run1")
+	mu.Lock()
+	if strings.Join(seen, " ") != "/v2/carry/synthetic/manifests/64mib" {
+		t.Errorf("before the release upstream saw %v, want only the tag not held", seen)
+	}
+	mu.Unlock()
+	get("/carry/release/carry/synthetic:64mib--1-held")
+	<-done
+	get("/carry/release/carry/synthetic:64mib--1-held") // a second release is harmless
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Errorf("after the release upstream saw %v, want both", seen)
 	}
 }
 

@@ -36,6 +36,8 @@ import (
 const (
 	SlowRegistryAddr  = "127.0.0.1:5001"
 	SlowRegistryDelay = 3 * time.Second
+	// heldSuffix ends the tags whose manifest requests wait until released.
+	heldSuffix = "-held"
 )
 
 // manifestPath matches /v2/<name>/manifests/<reference>; repoPath any /v2/<name>/(manifests|blobs)/... .
@@ -49,13 +51,47 @@ var (
 // "<name>", so that a test can pull an image under a name the node has never seen
 // (a new repository: the kubelet keeps what credentials pulled an image by
 // repository). GET /carry/requests/<name>:<tag> tells how many manifest requests a
-// tag received.
+// tag received. A tag "<tag>--<anything>-held" is also held after the delay
+// until GET /carry/release/<name>:<tag>, so that a test decides when a pull
+// ends.
 type SlowRegistry struct {
 	Upstream string
 	Delay    time.Duration
 
 	mu       sync.Mutex
 	requests map[string]int
+	held     map[string]chan struct{}
+}
+
+// hold returns the channel that release closes for ref.
+func (s *SlowRegistry) hold(ref string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldLocked(ref)
+}
+
+// release lets the manifest requests of ref, held or to come, go on.
+func (s *SlowRegistry) release(ref string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.heldLocked(ref)
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+func (s *SlowRegistry) heldLocked(ref string) chan struct{} {
+	if s.held == nil {
+		s.held = map[string]chan struct{}{}
+	}
+	c, ok := s.held[ref]
+	if !ok {
+		c = make(chan struct{})
+		s.held[ref] = c
+	}
+	return c
 }
 
 func (s *SlowRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,17 +102,33 @@ func (s *SlowRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%d\n", n)
 		return
 	}
+	if ref, ok := strings.CutPrefix(r.URL.Path, "/carry/release/"); ok {
+		s.release(ref)
+		return
+	}
 	if m := manifestPath.FindStringSubmatch(r.URL.Path); m != nil {
+		ref := m[1] + ":" + m[2]
 		s.mu.Lock()
 		if s.requests == nil {
 			s.requests = map[string]int{}
 		}
-		s.requests[m[1]+":"+m[2]]++
+		s.requests[ref]++
 		s.mu.Unlock()
+		var released <-chan struct{}
+		if strings.Contains(m[2], "--") && strings.HasSuffix(m[2], heldSuffix) {
+			released = s.hold(ref)
+		}
 		select {
 		case <-time.After(s.Delay):
 		case <-r.Context().Done():
 			return
+		}
+		if released != nil {
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		if tag, _, ok := strings.Cut(m[2], "--"); ok {
 			r.URL.Path = "/v2/" + m[1] + "/manifests/" + tag

@@ -18,10 +18,12 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,8 +47,9 @@ import (
 // The pull gate tests need pulls that take long enough to overlap: a registry that
 // serves the e2e images with every manifest request delayed by a few seconds,
 // serves "<tag>--<suffix>" as "<tag>" (so every test pulls an image the node has not
-// seen), and answers GET /carry/requests/<name>:<tag> with the number of manifest
-// requests a tag received. KUBE_TEST_SLOW_REGISTRY names it, e.g. 127.0.0.1:5001
+// seen), holds the manifest requests of such a tag that ends with "-held" until GET
+// /carry/release/<name>:<tag>, and answers GET /carry/requests/<name>:<tag> with the
+// number of manifest requests a tag received. KUBE_TEST_SLOW_REGISTRY names it, e.g. 127.0.0.1:5001
 // (the local cluster of kube-carry runs one).
 const slowRegistryEnv = "KUBE_TEST_SLOW_REGISTRY"
 
@@ -70,16 +73,25 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		ref = path + "--" + string(uuid.NewUUID())
 		return registry + "/" + ref, ref
 	}
-	manifestRequests := func(ref string) int {
-		resp, err := http.Get("http://" + registry + "/carry/requests/" + ref)
+	// heldImage is a slowImage whose pulls the registry holds until release(ref).
+	heldImage := func() (image, ref string) {
+		image, ref = slowImage()
+		return image + "-held", ref + "-held"
+	}
+	carry := func(path string) string {
+		resp, err := http.Get("http://" + registry + "/carry/" + path)
 		framework.ExpectNoError(err)
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		framework.ExpectNoError(err)
-		n, err := strconv.Atoi(strings.TrimSpace(string(body)))
+		return strings.TrimSpace(string(body))
+	}
+	manifestRequests := func(ref string) int {
+		n, err := strconv.Atoi(carry("requests/" + ref))
 		framework.ExpectNoError(err)
 		return n
 	}
+	release := func(ref string) { carry("release/" + ref) }
 	pod := func(name, image string) *v1.Pod {
 		return &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -112,18 +124,24 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		var pods []*v1.Pod
 		refs := map[string]string{}
 		for i := range n {
-			image, ref := slowImage()
+			image, ref := heldImage()
 			p := pod(fmt.Sprintf("queued-%d", i), image)
 			pods = append(pods, p)
 			refs[p.Name] = ref
 		}
-		pinToOneNode(ctx, f, pods)
+		node := pinToOneNode(ctx, f, pods)
+		// Whatever fails, no pull stays held.
+		ginkgo.DeferCleanup(func() {
+			for _, ref := range refs {
+				release(ref)
+			}
+		})
 		createAll(ctx, pods)
 
 		ginkgo.By("waiting for the pulls that got a slot to reach the registry")
 		// The pulls that got a slot reach the registry within moments of each
-		// other and hold their slots for the registry's delay (3 s): once no
-		// new pull has arrived for a second, the others wait for a slot.
+		// other and hold their slots until released: once no new pull has
+		// arrived for a second, the others wait for a slot.
 		var started, queued []string
 		var lastCount int
 		var lastChange time.Time
@@ -168,6 +186,23 @@ var _ = SIGDescribe("Kubelet image pull gate", feature.KubeletImagePullGate, fra
 		ginkgo.By(fmt.Sprintf("deleting the pods whose pulls wait: %v", queued))
 		for _, name := range queued {
 			framework.ExpectNoError(f.ClientSet.CoreV1().Pods(f.Namespace.Name).Delete(ctx, name, *metav1.NewDeleteOptions(0)))
+		}
+		ginkgo.By("waiting until the kubelet no longer runs the deleted pods, then ending the pulls that hold the slots")
+		gomega.Eventually(ctx, func(ctx context.Context) []string {
+			raw, err := f.ClientSet.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "pods").DoRaw(ctx)
+			framework.ExpectNoError(err)
+			var running v1.PodList
+			framework.ExpectNoError(json.Unmarshal(raw, &running))
+			var left []string
+			for _, p := range running.Items {
+				if p.Namespace == f.Namespace.Name && slices.Contains(queued, p.Name) {
+					left = append(left, p.Name)
+				}
+			}
+			return left
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(gomega.BeEmpty(), "deleted pods the kubelet still runs")
+		for _, name := range started {
+			release(refs[name])
 		}
 		for _, name := range started {
 			framework.ExpectNoError(e2epod.WaitTimeoutForPodRunningInNamespace(ctx, f.ClientSet, name, f.Namespace.Name, 3*time.Minute))
