@@ -143,8 +143,11 @@ type Controller struct {
 // New returns the server flow's controller for one kube-apiserver.
 func New(cfg Config, client kubernetes.Interface) *Controller {
 	registerMetrics()
-	featureInformer := featuresinformers.NewFeatureInformer(client, cfg.Namespace, 0, cache.Indexers{})
-	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(client, cfg.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+	// The namespace index serves the listers' namespaced List, which each
+	// recheck makes; without it the lister scans the store and logs a warning.
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	featureInformer := featuresinformers.NewFeatureInformer(client, cfg.Namespace, 0, indexers)
+	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(client, cfg.Namespace, 0, indexers, func(o *metav1.ListOptions) {
 		o.LabelSelector = cfg.IdentityLeaseSelector
 	})
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})

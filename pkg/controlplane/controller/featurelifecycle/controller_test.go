@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	featurereporting "k8s.io/apiserver/pkg/util/feature/reporting"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
@@ -677,6 +678,18 @@ func TestDefaultAtFollowsTheMinimumCompatibilityVersion(t *testing.T) {
 	for emulation, want := range map[string]bool{"1.34": false, "1.35": false, "1.36": false, "1.37": true, "bogus": false} {
 		if got := c.defaultAt(baz, emulation); got != want {
 			t.Errorf("default at %s: %v, want %v", emulation, got, want)
+		}
+	}
+}
+
+// Each recheck lists the Features of the namespace: without the namespace
+// index the lister logged "can not retrieve list of objects using index" at
+// every recheck of every kube-apiserver.
+func TestInformersIndexTheNamespace(t *testing.T) {
+	c := New(Config{Namespace: "kube-system", Gate: featurereporting.NewGate(featuregate.NewVersionedFeatureGate(version.MustParse("1.37"))), BinaryVersion: version.MustParse("1.37.2"), EmulationVersion: version.MustParse("1.37")}, fake.NewClientset())
+	for name, informer := range map[string]cache.SharedIndexInformer{"features": c.featureInformer, "leases": c.leaseInformer} {
+		if _, ok := informer.GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
+			t.Errorf("the %s informer has no namespace index", name)
 		}
 	}
 }
