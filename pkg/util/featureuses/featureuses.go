@@ -40,14 +40,14 @@ import (
 // gate here reports every check made since the process started, flag parsing
 // included.
 func Start(ctx context.Context, client kubernetes.Interface, component, instance string) {
-	start(ctx, client, options(component, instance))
+	start(ctx, client, Options(component, instance))
 }
 
 // StartAPIServer is Start for kube-apiserver, which reports every feature it
 // knows, checked or not: the server flow compares the kube-apiservers'
 // configured values.
 func StartAPIServer(ctx context.Context, client kubernetes.Interface, identity string) {
-	opts := options("kube-apiserver", identity)
+	opts := Options("kube-apiserver", identity)
 	opts.AllFeatures = true
 	start(ctx, client, opts)
 }
@@ -60,7 +60,9 @@ func StartAPIServer(ctx context.Context, client kubernetes.Interface, identity s
 // them), each sent to every kubelet's watch.
 var leased = map[string]bool{"kubelet": true, "kube-apiserver": true}
 
-func options(component, instance string) reporting.Options {
+// Options are the reporting options of an instance of the component: those of
+// kube-system, without renewal for the components that hold leases.
+func Options(component, instance string) reporting.Options {
 	opts := reporting.DefaultOptions(metav1.NamespaceSystem, component, instance)
 	if leased[component] {
 		opts.RenewInterval = 0

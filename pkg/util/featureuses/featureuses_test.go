@@ -58,7 +58,7 @@ func TestStartFollowsTheGate(t *testing.T) {
 // leases: they do not renew their entries; the others do.
 func TestOnlyComponentsWithoutLeasesRenew(t *testing.T) {
 	for component, renews := range map[string]bool{"kubelet": false, "kube-apiserver": false, "kube-controller-manager": true, "kube-scheduler": true} {
-		if got := options(component, "x").RenewInterval > 0; got != renews {
+		if got := Options(component, "x").RenewInterval > 0; got != renews {
 			t.Errorf("%s renews its entries: %t, want %t", component, got, renews)
 		}
 	}
