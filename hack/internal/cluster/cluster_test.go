@@ -235,9 +235,29 @@ func testKindConfig(t *testing.T, file string) {
 		Networking    struct {
 			DisableDefaultCNI bool `json:"disableDefaultCNI"`
 		} `json:"networking"`
+		KubeadmConfigPatches []string `json:"kubeadmConfigPatches"`
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
+	}
+	// kubeadm's API calls outlast kube-apiserver's start on a loaded machine.
+	timeouts := map[string]string{}
+	for _, p := range cfg.KubeadmConfigPatches {
+		var patch struct {
+			Kind     string `json:"kind"`
+			Timeouts struct {
+				KubernetesAPICall string `json:"kubernetesAPICall"`
+			} `json:"timeouts"`
+		}
+		if err := yaml.Unmarshal([]byte(p), &patch); err != nil {
+			t.Fatal(err)
+		}
+		timeouts[patch.Kind] = patch.Timeouts.KubernetesAPICall
+	}
+	for _, kind := range []string{"InitConfiguration", "JoinConfiguration"} {
+		if d, err := time.ParseDuration(timeouts[kind]); err != nil || d < 5*time.Minute {
+			t.Errorf("kind config: %s timeouts.kubernetesAPICall %q, want at least 5m", kind, timeouts[kind])
+		}
 	}
 	if !cfg.Networking.DisableDefaultCNI {
 		t.Error("networking.disableDefaultCNI is not set: kindnetd's stand-in would fail every node")
