@@ -343,7 +343,7 @@ func runKubelets(t *testing.T, n int, gateOn bool, front string) {
 		factory.Core().V1().Nodes().Informer()
 		factory.Start(ctx.Done())
 		if gateOn {
-			gate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+			gate := utilfeature.DefaultFeatureGate.DeepCopy()
 			if i%50 == 0 {
 				if err := gate.Set(string(canary) + "=false"); err != nil {
 					t.Fatal(err)
@@ -508,7 +508,7 @@ func onOff(on bool) string {
 // canaryFeature is the first beta feature, on by default and not locked, of
 // the ones kube-apiserver knows.
 func canaryFeature(t *testing.T) featuregate.Feature {
-	all := utilfeature.DefaultMutableFeatureGate.GetAll()
+	all := utilfeature.DefaultFeatureGate.DeepCopy().GetAll()
 	names := make([]string, 0, len(all))
 	for name := range all {
 		names = append(names, string(name))
