@@ -102,6 +102,13 @@ func (k *Kind) KindUp(ctx context.Context, image, config string) error {
 		}
 	}
 	if !exists {
+		changed, err := raiseInotifyLimits("/proc/sys/fs/inotify")
+		if err != nil {
+			return err
+		}
+		for _, c := range changed {
+			k.c.Logf("%-24s %s (kind's known issues: too many open files)", "host", c)
+		}
 		if err := k.loadLoadBalancer(ctx); err != nil {
 			return err
 		}
