@@ -60,12 +60,20 @@ func StartAPIServer(ctx context.Context, client kubernetes.Interface, identity s
 // them), each sent to every kubelet's watch.
 var leased = map[string]bool{"kubelet": true, "kube-apiserver": true}
 
+// kubeletInstances is how many kubelets the reports' delays are shaped for:
+// twice the 5,000 nodes of upstream's scalability thresholds. The other
+// components run a few instances, for which the delays stay uniform.
+const kubeletInstances = 10_000
+
 // Options are the reporting options of an instance of the component: those of
 // kube-system, without renewal for the components that hold leases.
 func Options(component, instance string) reporting.Options {
 	opts := reporting.DefaultOptions(metav1.NamespaceSystem, component, instance)
 	if leased[component] {
 		opts.RenewInterval = 0
+	}
+	if component == "kubelet" {
+		opts.Instances = kubeletInstances
 	}
 	return opts
 }

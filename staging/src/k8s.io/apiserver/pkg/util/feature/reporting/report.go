@@ -41,6 +41,7 @@ import (
 	featureslisters "k8s.io/client-go/listers/features/v1alpha1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Options say where and as whom a component reports its uses.
@@ -52,10 +53,15 @@ type Options struct {
 	// Instance names this instance: the node name of a kubelet, the identity of
 	// the others.
 	Instance string
-	// MaxDelay bounds the random delay before a report. A reporter that finds
-	// the entry written when its delay ends does not write, so that a thousand
-	// instances that agree cause a handful of writes, not a thousand.
+	// MaxDelay bounds the random delay before a report of a missing entry
+	// (suppressionDelay). A reporter that finds the entry written when its
+	// delay ends does not write, so that thousands of instances that agree
+	// cause a handful of writes, not thousands.
 	MaxDelay time.Duration
+	// Instances is how many instances of the component a cluster may run, at
+	// most: the shape of the delays (suppressionDelay). 1 or less: the delays
+	// are uniform, right for the few instances of a control-plane component.
+	Instances int
 	// SampleSize is how many instances an entry names at most; the first ones
 	// to report add themselves.
 	SampleSize int
@@ -72,8 +78,9 @@ type Options struct {
 	// whatever the number of instances. 0: no renewal, for components whose
 	// instances' liveness kube-apiserver reads from their leases.
 	RenewInterval time.Duration
-	// FillInterval is the time over which the instances that a sample with
-	// room does not name fill it (joinSample).
+	// FillInterval bounds the delay after which an instance that a sample
+	// with room does not name adds itself to it (suppressionDelay, from when
+	// the instance first saw the room).
 	FillInterval time.Duration
 	// AllFeatures reports every feature the gate knows, checked or not.
 	// kube-apiserver does: its values are its configuration, which the server
@@ -155,33 +162,46 @@ type reporter struct {
 	client featuresclient.FeatureInterface
 	lister featureslisters.FeatureLister
 	opts   Options
+	clock  clock.Clock
 	// changes is signalled when a Feature changes in the cache.
 	changes chan struct{}
 	// sleep waits for d or until ctx is done; tests replace it.
 	sleep func(ctx context.Context, d time.Duration)
-	// join decides, once a pass, whether this instance may add itself to a
-	// sample that has room (joinSample); tests replace it.
-	join func() bool
+	// uniform draws from [0, 1); tests replace it.
+	uniform func() float64
+	// joinAt is, for each Feature whose sample of this instance's entry has
+	// room, when this instance adds itself if there is room still. One
+	// goroutine runs the passes.
+	joinAt map[string]time.Time
 }
 
 func newReporter(g *Gate, client featuresclient.FeatureInterface, lister featureslisters.FeatureLister, opts Options) *reporter {
-	r := &reporter{gate: g, client: client, lister: lister, opts: opts, changes: make(chan struct{}, 1), sleep: sleepContext}
-	r.join = r.joinSample
-	return r
+	return &reporter{gate: g, client: client, lister: lister, opts: opts, clock: clock.RealClock{}, changes: make(chan struct{}, 1),
+		sleep: sleepContext, uniform: rand.Float64, joinAt: map[string]time.Time{}}
 }
 
-// joinSample spreads the refill of a sample over a FillInterval: each check
-// interval, an instance that a sample with room does not name adds itself
-// with probability CheckInterval/FillInterval. The entry exists, so its value
-// is reported: the refill only restores the sample's redundancy, and when a
-// sampled instance left, thousands of instances that race for its place at
-// once are a herd of conflicting writes (666 for one kubelet of 5,000,
-// measured). A missing entry is reported at once.
-func (r *reporter) joinSample() bool {
-	if r.opts.FillInterval <= 0 || r.opts.CheckInterval >= r.opts.FillInterval {
-		return true
+// suppressionDelay draws a delay in [0, max). For a component of many
+// instances (Options.Instances) it draws from a truncated exponential
+// distribution whose density grows towards max (Nonnenmacher and Biersack,
+// "Scalable feedback for large groups", IEEE/ACM ToN 7(3), 1999): the
+// feedback-suppression timer of reliable multicast, where one member of a
+// group of unknown size answers for all. With uniform delays the instances
+// whose delay ends before the first write reaches their caches grow with
+// their number (each loses a conflict: 124,545 for 231 writes with 5,000
+// kubelets, measured); with this one few instances draw early delays whatever
+// their number, up to Instances, and the first write reaches the others'
+// caches before most delays end. The price is a later first report: a group
+// of Instances waits about a fifth of max, a group of 3 most of it, which is
+// why the few instances of other components draw uniform delays.
+func (r *reporter) suppressionDelay(max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
 	}
-	return rand.Float64() < float64(r.opts.CheckInterval)/float64(r.opts.FillInterval)
+	if r.opts.Instances <= 1 {
+		return time.Duration(float64(max) * r.uniform())
+	}
+	lambda := math.Log(float64(r.opts.Instances)) + 1
+	return time.Duration(float64(max) / lambda * math.Log1p(r.uniform()*math.Expm1(lambda)))
 }
 
 func sleepContext(ctx context.Context, d time.Duration) {
@@ -227,18 +247,21 @@ func (r *reporter) run(ctx context.Context) {
 }
 
 // reportOnce waits a random delay when some use is missing, then writes the
-// uses that are still missing.
+// uses that are still missing, in an order of its own: instances whose
+// delays ended together then write different Features first, and each finds
+// some of its others written by the others.
 func (r *reporter) reportOnce(ctx context.Context) error {
-	join := r.join()
-	if len(r.missing(join)) == 0 {
+	if len(r.missing()) == 0 {
 		return nil
 	}
 	if r.opts.MaxDelay > 0 {
-		r.sleep(ctx, rand.N(r.opts.MaxDelay))
+		r.sleep(ctx, r.suppressionDelay(r.opts.MaxDelay))
 	}
+	missing := r.missing()
+	rand.Shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
 	var errs []error
-	for _, use := range r.missing(join) {
-		if err := r.write(ctx, use, join); err != nil {
+	for _, use := range missing {
+		if err := r.write(ctx, use); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -249,8 +272,8 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 }
 
 // missing returns the uses the Feature objects in the cache lack; a sample
-// with room lacks this instance only when it joins samples this pass.
-func (r *reporter) missing(join bool) []Use {
+// with room lacks this instance only once its join time came (joinDue).
+func (r *reporter) missing() []Use {
 	var missing []Use
 	uses := r.gate.Uses
 	if r.opts.AllFeatures {
@@ -262,7 +285,7 @@ func (r *reporter) missing(join bool) []Use {
 			// Not announced (yet): kube-apiserver creates the Features it knows.
 			continue
 		}
-		if r.needsReport(f, use, join) {
+		if r.needsReport(f, use) {
 			missing = append(missing, use)
 		}
 	}
@@ -282,23 +305,40 @@ func (r *reporter) entry(f *featuresv1alpha1.Feature, use Use) int {
 }
 
 // needsReport tells whether the Feature lacks this instance's use: no entry for
-// the value and versions, or a sample with room that does not name it, or
-// this instance named in another entry of its component (it ran with another
-// value or version before), or its entry due for renewal. A sample with room
-// counts only when join is true.
-func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use, join bool) bool {
-	if r.namedElsewhere(f, use) >= 0 {
-		return true
-	}
+// the value and versions, or a sample with room that does not name it once
+// this instance's join time came, or this instance named in another entry of
+// its component (it ran with another value or version before), or its entry
+// due for renewal.
+func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
 	i := r.entry(f, use)
-	if i < 0 {
-		return true
+	named := i >= 0 && slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance)
+	room := i >= 0 && !named && len(f.Status.Uses[i].Instances) < r.opts.SampleSize
+	if !room {
+		delete(r.joinAt, f.Name)
 	}
-	instances := f.Status.Uses[i].Instances
-	if slices.Contains(instances, r.opts.Instance) {
+	switch {
+	case r.namedElsewhere(f, use) >= 0 || i < 0:
+		return true
+	case named:
 		return r.renewalDue(f.Status.Uses[i])
 	}
-	return join && len(instances) < r.opts.SampleSize
+	return room && r.joinDue(f.Name)
+}
+
+// joinDue reports whether this instance adds itself to the sample of the
+// Feature, which has room: once a suppressionDelay of up to FillInterval has
+// passed since it first saw the room. The entry exists, so its value is
+// reported: the fill only restores the sample's redundancy, and when a sampled
+// instance left, thousands of instances that race for its place at once are a
+// herd of conflicting writes (666 for one kubelet of 5,000, measured).
+func (r *reporter) joinDue(name string) bool {
+	now := r.clock.Now()
+	at, ok := r.joinAt[name]
+	if !ok {
+		at = now.Add(r.suppressionDelay(r.opts.FillInterval))
+		r.joinAt[name] = at
+	}
+	return !now.Before(at)
 }
 
 // renewalDue reports whether an entry was last reported RenewInterval ago or
@@ -308,7 +348,7 @@ func (r *reporter) renewalDue(u featuresv1alpha1.FeatureUse) bool {
 	if last.IsZero() {
 		last = u.FirstReportTime
 	}
-	return r.opts.RenewInterval > 0 && (last.IsZero() || time.Since(last.Time) >= r.opts.RenewInterval)
+	return r.opts.RenewInterval > 0 && (last.IsZero() || r.clock.Since(last.Time) >= r.opts.RenewInterval)
 }
 
 // namedElsewhere returns the index of another entry of this component that
@@ -327,9 +367,9 @@ func (r *reporter) namedElsewhere(f *featuresv1alpha1.Feature, use Use) int {
 // sample small: a reporter whose cache is behind loses with a conflict, and the
 // next pass, once the cache has the other write, decides whether this one still
 // needs to report.
-func (r *reporter) write(ctx context.Context, use Use, join bool) error {
+func (r *reporter) write(ctx context.Context, use Use) error {
 	f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
-	if err != nil || !r.needsReport(f, use, join) {
+	if err != nil || !r.needsReport(f, use) {
 		return nil
 	}
 	if r.namedElsewhere(f, use) >= 0 {
