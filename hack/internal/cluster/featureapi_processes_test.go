@@ -124,8 +124,8 @@ func TestFeatureAPIProcesses(t *testing.T) {
 	// disagreement shows in its uses and in ConfigurationAgreed, naming the
 	// odd server.
 	// The entry of true names the first of the other two to report, and the
-	// second only once it joins the sample, with a chance of one in 60 a
-	// check (reporting's joinSample): it may not be named within the wait.
+	// second only once it joins the sample, after a delay of up to 10 minutes
+	// (reporting's FillInterval): it may not be named within the wait.
 	others := p.identities(p.others(odd)...)
 	f := p.waitFeature(ctx, "the disagreement reported", 2*time.Minute, func(f *feature) bool {
 		agreed := f.condition("ConfigurationAgreed")
