@@ -113,10 +113,28 @@ func TestThreeAPIServers(t *testing.T) {
 			t.Errorf("%s leads %d of %d features, want about a third", identity, led[identity], known.Len())
 		}
 	}
-	// Agreed: nobody takes a Feature over once the servers see each other.
-	time.Sleep(3 * renewPeriod)
-	if ok, _ := settled(ctx); !ok {
-		t.Errorf("leadership changed while all servers were up: %v", led)
+	// Agreed: nobody takes a Feature over once the servers see each other,
+	// in a window of a liveness period in which every identity lease was seen
+	// renewed in time. On a loaded machine a renewal comes late now and then,
+	// and the servers then rightly move Features: such a window proves
+	// nothing, and the check takes the next one.
+	for attempt := 1; ; attempt++ {
+		late := leasesRenewedLate(ctx, t, client, identities, 3*renewPeriod)
+		ok, _ := settled(ctx)
+		if len(late) == 0 {
+			if !ok {
+				t.Errorf("leadership changed while all servers were up and renewed their leases in time: %v", led)
+			}
+			break
+		}
+		t.Logf("identity leases renewed late in window %d: %v", attempt, late)
+		if attempt == 3 {
+			t.Errorf("no window of %v in which every identity lease was renewed within it, in %d tries: the machine is too loaded to check that leadership stays put", 3*renewPeriod, attempt)
+			break
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, settled); err != nil {
+			t.Fatalf("the Features were not announced by their leaders again after late renewals: %v (led: %v)", err, led)
+		}
 	}
 
 	// Kill the leader of BalloonPod while a balloon holds it TurningOff.
@@ -309,6 +327,39 @@ func renewIdentityLease(ctx context.Context, t *testing.T, client clientset.Inte
 
 // waitForNewIdentity returns the identity of a server just started: the
 // name of the identity lease that is not among known.
+// leasesRenewedLate watches the identity leases for the liveness period
+// (polling their renewTime) and returns those seen unrenewed for longer than
+// two renew periods at some point, with the longest gap seen: a server whose
+// lease is that late, seen from a peer whose cache lags, may be gone to it.
+func leasesRenewedLate(ctx context.Context, t *testing.T, client clientset.Interface, identities []string, liveness time.Duration) map[string]time.Duration {
+	t.Helper()
+	changed := map[string]time.Time{}
+	renewed := map[string]time.Time{}
+	gaps := map[string]time.Duration{}
+	start := time.Now()
+	for now := start; now.Sub(start) < liveness; now = time.Now() {
+		for _, identity := range identities {
+			lease, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, identity, metav1.GetOptions{})
+			if err != nil || lease.Spec.RenewTime == nil {
+				gaps[identity] = max(gaps[identity], now.Sub(start))
+				continue
+			}
+			if at := lease.Spec.RenewTime.Time; !at.Equal(renewed[identity]) {
+				renewed[identity], changed[identity] = at, now
+			}
+			gaps[identity] = max(gaps[identity], now.Sub(changed[identity]))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	late := map[string]time.Duration{}
+	for identity, gap := range gaps {
+		if gap > 2*renewPeriod {
+			late[identity] = gap.Round(10 * time.Millisecond)
+		}
+	}
+	return late
+}
+
 func waitForNewIdentity(t *testing.T, server *kubeapiservertesting.TestServer, known []string) string {
 	t.Helper()
 	client := clientset.NewForConfigOrDie(server.ClientConfig)
