@@ -73,7 +73,7 @@ func Options(component, instance string) reporting.Options {
 		opts.RenewInterval = 0
 	}
 	if component == "kubelet" {
-		opts.Instances = kubeletInstances
+		opts.MaxInstances = kubeletInstances
 	}
 	return opts
 }

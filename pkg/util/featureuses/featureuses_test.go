@@ -54,18 +54,18 @@ func TestStartFollowsTheGate(t *testing.T) {
 	}
 }
 
-// kube-apiserver reads the liveness of kubelets and kube-apiservers from their
-// leases: they do not renew their entries; the others do.
 // The kubelets are thousands, whose reports' delays must keep the race for an
 // entry small; the others are a few, whose delays must not all be long.
 func TestOnlyKubeletsShapeTheirDelaysForThousands(t *testing.T) {
 	for component, many := range map[string]bool{"kubelet": true, "kube-apiserver": false, "kube-controller-manager": false, "kube-scheduler": false} {
-		if got := Options(component, "x").Instances >= 5000; got != many {
+		if got := Options(component, "x").MaxInstances >= 5000; got != many {
 			t.Errorf("%s shapes its delays for thousands of instances: %t, want %t", component, got, many)
 		}
 	}
 }
 
+// kube-apiserver reads the liveness of kubelets and kube-apiservers from their
+// leases: they do not renew their entries; the others do.
 func TestOnlyComponentsWithoutLeasesRenew(t *testing.T) {
 	for component, renews := range map[string]bool{"kubelet": false, "kube-apiserver": false, "kube-controller-manager": true, "kube-scheduler": true} {
 		if got := Options(component, "x").RenewInterval > 0; got != renews {

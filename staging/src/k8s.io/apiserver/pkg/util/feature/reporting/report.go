@@ -53,15 +53,16 @@ type Options struct {
 	// Instance names this instance: the node name of a kubelet, the identity of
 	// the others.
 	Instance string
-	// MaxDelay bounds the random delay before a report of a missing entry
-	// (suppressionDelay). A reporter that finds the entry written when its
-	// delay ends does not write, so that thousands of instances that agree
-	// cause a handful of writes, not thousands.
+	// MaxDelay bounds the random delay before a pass writes (suppressionDelay).
+	// A reporter that finds the entry written when its delay ends does not
+	// write, so that thousands of instances that agree cause a handful of
+	// writes, not thousands.
 	MaxDelay time.Duration
-	// Instances is how many instances of the component a cluster may run, at
-	// most: the shape of the delays (suppressionDelay). 1 or less: the delays
-	// are uniform, right for the few instances of a control-plane component.
-	Instances int
+	// MaxInstances is how many instances of the component a cluster may run,
+	// at most: the shape of the delays (suppressionDelay). 1 or less: the
+	// delays are uniform, right for the few instances of a control-plane
+	// component.
+	MaxInstances int
 	// SampleSize is how many instances an entry names at most; the first ones
 	// to report add themselves.
 	SampleSize int
@@ -162,26 +163,36 @@ type reporter struct {
 	client featuresclient.FeatureInterface
 	lister featureslisters.FeatureLister
 	opts   Options
-	clock  clock.Clock
+	// clock tells the join times (joinDue) and the renewals' due times.
+	clock clock.Clock
 	// changes is signalled when a Feature changes in the cache.
 	changes chan struct{}
 	// sleep waits for d or until ctx is done; tests replace it.
 	sleep func(ctx context.Context, d time.Duration)
-	// uniform draws from [0, 1); tests replace it.
+	// uniform draws from [0, 1), shuffle permutes n elements; tests replace
+	// them.
 	uniform func() float64
+	shuffle func(n int, swap func(i, j int))
 	// joinAt is, for each Feature whose sample of this instance's entry has
-	// room, when this instance adds itself if there is room still. One
-	// goroutine runs the passes.
-	joinAt map[string]time.Time
+	// room, when this instance adds itself if the sample is still the one it
+	// saw. One goroutine runs the passes.
+	joinAt map[string]joinTime
+}
+
+// joinTime is when an instance joins a sample with room, and the sample it
+// drew the time for.
+type joinTime struct {
+	at     time.Time
+	sample string
 }
 
 func newReporter(g *Gate, client featuresclient.FeatureInterface, lister featureslisters.FeatureLister, opts Options) *reporter {
 	return &reporter{gate: g, client: client, lister: lister, opts: opts, clock: clock.RealClock{}, changes: make(chan struct{}, 1),
-		sleep: sleepContext, uniform: rand.Float64, joinAt: map[string]time.Time{}}
+		sleep: sleepContext, uniform: rand.Float64, shuffle: rand.Shuffle, joinAt: map[string]joinTime{}}
 }
 
-// suppressionDelay draws a delay in [0, max). For a component of many
-// instances (Options.Instances) it draws from a truncated exponential
+// suppressionDelay draws a delay in [0, bound). For a component of many
+// instances (Options.MaxInstances) it draws from a truncated exponential
 // distribution whose density grows towards max (Nonnenmacher and Biersack,
 // "Scalable feedback for large groups", IEEE/ACM ToN 7(3), 1999): the
 // feedback-suppression timer of reliable multicast, where one member of a
@@ -189,19 +200,22 @@ func newReporter(g *Gate, client featuresclient.FeatureInterface, lister feature
 // whose delay ends before the first write reaches their caches grow with
 // their number (each loses a conflict: 124,545 for 231 writes with 5,000
 // kubelets, measured); with this one few instances draw early delays whatever
-// their number, up to Instances, and the first write reaches the others'
-// caches before most delays end. The price is a later first report: a group
-// of Instances waits about a fifth of max, a group of 3 most of it, which is
-// why the few instances of other components draw uniform delays.
-func (r *reporter) suppressionDelay(max time.Duration) time.Duration {
-	if max <= 0 {
+// their number, up to MaxInstances, and the first write reaches the others'
+// caches before most delays end. The price is a later first report: the
+// first of MaxInstances instances waits about a tenth of bound, the first of
+// 3 most of it, which is why the few instances of other components draw
+// uniform delays.
+func (r *reporter) suppressionDelay(bound time.Duration) time.Duration {
+	if bound <= 0 {
 		return 0
 	}
-	if r.opts.Instances <= 1 {
-		return time.Duration(float64(max) * r.uniform())
+	if r.opts.MaxInstances <= 1 {
+		return time.Duration(float64(bound) * r.uniform())
 	}
-	lambda := math.Log(float64(r.opts.Instances)) + 1
-	return time.Duration(float64(max) / lambda * math.Log1p(r.uniform()*math.Expm1(lambda)))
+	lambda := math.Log(float64(r.opts.MaxInstances)) + 1
+	d := time.Duration(float64(bound) / lambda * math.Log1p(r.uniform()*math.Expm1(lambda)))
+	// A draw within a few ulps of 1 rounds to bound.
+	return min(d, bound-1)
 }
 
 func sleepContext(ctx context.Context, d time.Duration) {
@@ -258,7 +272,7 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 		r.sleep(ctx, r.suppressionDelay(r.opts.MaxDelay))
 	}
 	missing := r.missing()
-	rand.Shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
+	r.shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
 	var errs []error
 	for _, use := range missing {
 		if err := r.write(ctx, use); err != nil {
@@ -272,21 +286,29 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 }
 
 // missing returns the uses the Feature objects in the cache lack; a sample
-// with room lacks this instance only once its join time came (joinDue).
+// with room lacks this instance only once its join time came (joinDue). It
+// forgets the join times of Features that left the cache.
 func (r *reporter) missing() []Use {
 	var missing []Use
 	uses := r.gate.Uses
 	if r.opts.AllFeatures {
 		uses = r.gate.AllUses
 	}
+	cached := map[string]bool{}
 	for _, use := range uses() {
 		f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
 		if err != nil {
 			// Not announced (yet): kube-apiserver creates the Features it knows.
 			continue
 		}
+		cached[f.Name] = true
 		if r.needsReport(f, use) {
 			missing = append(missing, use)
+		}
+	}
+	for name := range r.joinAt {
+		if !cached[name] {
+			delete(r.joinAt, name)
 		}
 	}
 	return missing
@@ -322,23 +344,26 @@ func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
 	case named:
 		return r.renewalDue(f.Status.Uses[i])
 	}
-	return room && r.joinDue(f.Name)
+	return room && r.joinDue(f.Name, strings.Join(f.Status.Uses[i].Instances, ","))
 }
 
 // joinDue reports whether this instance adds itself to the sample of the
 // Feature, which has room: once a suppressionDelay of up to FillInterval has
-// passed since it first saw the room. The entry exists, so its value is
-// reported: the fill only restores the sample's redundancy, and when a sampled
-// instance left, thousands of instances that race for its place at once are a
-// herd of conflicting writes (666 for one kubelet of 5,000, measured).
-func (r *reporter) joinDue(name string) bool {
+// passed since it first saw the sample as it is now. A sample that changed
+// (filled and left room again while this instance did not look) gets a new
+// delay, or every instance whose old one had passed would join at once. The
+// entry exists, so its value is reported: the fill only restores the sample's
+// redundancy, and when a sampled instance left, thousands of instances that
+// race for its place at once are a herd of conflicting writes (666 for one
+// kubelet of 5,000, measured).
+func (r *reporter) joinDue(name, sample string) bool {
 	now := r.clock.Now()
-	at, ok := r.joinAt[name]
-	if !ok {
-		at = now.Add(r.suppressionDelay(r.opts.FillInterval))
-		r.joinAt[name] = at
+	j, ok := r.joinAt[name]
+	if !ok || j.sample != sample {
+		j = joinTime{at: now.Add(r.suppressionDelay(r.opts.FillInterval)), sample: sample}
+		r.joinAt[name] = j
 	}
-	return !now.Before(at)
+	return !now.Before(j.at)
 }
 
 // renewalDue reports whether an entry was last reported RenewInterval ago or
