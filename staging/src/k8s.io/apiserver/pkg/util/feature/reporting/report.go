@@ -81,7 +81,7 @@ type Options struct {
 	RenewInterval time.Duration
 	// FillInterval bounds the delay after which an instance that a sample
 	// with room does not name adds itself to it (suppressionDelay, from when
-	// the instance first saw the room).
+	// the instance first saw the sample as it is: joinDue).
 	FillInterval time.Duration
 	// AllFeatures reports every feature the gate knows, checked or not.
 	// kube-apiserver does: its values are its configuration, which the server
@@ -193,7 +193,7 @@ func newReporter(g *Gate, client featuresclient.FeatureInterface, lister feature
 
 // suppressionDelay draws a delay in [0, bound). For a component of many
 // instances (Options.MaxInstances) it draws from a truncated exponential
-// distribution whose density grows towards max (Nonnenmacher and Biersack,
+// distribution whose density grows towards bound (Nonnenmacher and Biersack,
 // "Scalable feedback for large groups", IEEE/ACM ToN 7(3), 1999): the
 // feedback-suppression timer of reliable multicast, where one member of a
 // group of unknown size answers for all. With uniform delays the instances
