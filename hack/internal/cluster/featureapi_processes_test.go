@@ -124,14 +124,12 @@ func TestFeatureAPIProcesses(t *testing.T) {
 	// disagreement shows in its uses and in ConfigurationAgreed, naming the
 	// odd server.
 	// The entry of true names the first of the other two to report, and the
-	// second only once it joins the sample, after a delay of up to 10 minutes
-	// (reporting's FillInterval): it may not be named within the wait.
+	// second once it joins the sample, within the reporters' delay of 30 s.
 	others := p.identities(p.others(odd)...)
 	f := p.waitFeature(ctx, "the disagreement reported", 2*time.Minute, func(f *feature) bool {
 		agreed := f.condition("ConfigurationAgreed")
-		named := f.instances(true)
 		return f.Status.Announcer == leader.identity && f.Status.State == "TurningOn" &&
-			len(named) > 0 && !slices.ContainsFunc(named, func(n string) bool { return !slices.Contains(others, n) }) &&
+			slices.Equal(f.instances(true), others) &&
 			slices.Equal(f.instances(false), []string{odd.identity}) &&
 			agreed != nil && agreed.Status == metav1.ConditionFalse && strings.Contains(agreed.Message, odd.identity)
 	})

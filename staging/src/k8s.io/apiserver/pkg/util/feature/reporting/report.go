@@ -61,7 +61,8 @@ type Options struct {
 	// MaxInstances is how many instances of the component a cluster may run,
 	// at most: the shape of the delays (suppressionDelay). 1 or less: the
 	// delays are uniform, right for the few instances of a control-plane
-	// component.
+	// component, which also fill a sample within MaxDelay rather than
+	// FillInterval (fillBound).
 	MaxInstances int
 	// SampleSize is how many instances an entry names at most; the first ones
 	// to report add themselves.
@@ -79,9 +80,10 @@ type Options struct {
 	// whatever the number of instances. 0: no renewal, for components whose
 	// instances' liveness kube-apiserver reads from their leases.
 	RenewInterval time.Duration
-	// FillInterval bounds the delay after which an instance that a sample
-	// with room does not name adds itself to it (suppressionDelay, from when
-	// the instance first saw the sample as it is: joinDue).
+	// FillInterval bounds the delay after which an instance of a component
+	// of many instances (MaxInstances above 1) that a sample with room does
+	// not name adds itself to it (suppressionDelay, from when the instance
+	// first saw the sample as it is: joinDue).
 	FillInterval time.Duration
 	// AllFeatures reports every feature the gate knows, checked or not.
 	// kube-apiserver does: its values are its configuration, which the server
@@ -348,7 +350,7 @@ func (r *reporter) needsReport(f *featuresv1alpha1.Feature, use Use) bool {
 }
 
 // joinDue reports whether this instance adds itself to the sample of the
-// Feature, which has room: once a suppressionDelay of up to FillInterval has
+// Feature, which has room: once a suppressionDelay of up to fillBound has
 // passed since it first saw the sample as it is now. A sample that changed
 // (filled and left room again while this instance did not look) gets a new
 // delay, or every instance whose old one had passed would join at once. The
@@ -360,10 +362,23 @@ func (r *reporter) joinDue(name, sample string) bool {
 	now := r.clock.Now()
 	j, ok := r.joinAt[name]
 	if !ok || j.sample != sample {
-		j = joinTime{at: now.Add(r.suppressionDelay(r.opts.FillInterval)), sample: sample}
+		j = joinTime{at: now.Add(r.suppressionDelay(r.fillBound())), sample: sample}
 		r.joinAt[name] = j
 	}
 	return !now.Before(j.at)
+}
+
+// fillBound is the longest delay before this instance joins a sample with
+// room: FillInterval for a component of many instances, MaxDelay, as for a
+// report, for the few instances of a control-plane component. They are no
+// herd to spread, and the server flow waits for every live kube-apiserver to
+// be named before a transition goes on: a kube-apiserver that restarted after
+// the leader had pruned its name held the transitions for up to FillInterval.
+func (r *reporter) fillBound() time.Duration {
+	if r.opts.MaxInstances <= 1 {
+		return r.opts.MaxDelay
+	}
+	return r.opts.FillInterval
 }
 
 // renewalDue reports whether an entry was last reported RenewInterval ago or

@@ -287,7 +287,6 @@ func TestReportSamplesAFewInstances(t *testing.T) {
 		g := NewGate(newTestGate(t))
 		g.Enabled(alphaFeature)
 		opts := testOptions(fmt.Sprintf("node-%d", i))
-		opts.FillInterval = 0
 		r := newReporter(g, client.FeaturesV1alpha1().Features("kube-system"), lister, opts)
 		if err := r.reportOnce(ctx); err != nil {
 			t.Fatal(err)
@@ -350,6 +349,40 @@ func TestReportJoinsASampleAfterItsDelay(t *testing.T) {
 	}
 }
 
+// The few instances of a control-plane component fill a sample within
+// MaxDelay, as they report, not FillInterval: the server flow waits for every
+// live kube-apiserver to be named, and one that restarted after the leader had
+// pruned its name held a transition for minutes (TestFeatureAPIProcesses,
+// "reported: kube-apiserver 2 of 3").
+func TestReportFewInstancesJoinASampleWithinMaxDelay(t *testing.T) {
+	ctx := context.Background()
+	server, client, lister := newFakeServer(0, "alphafeature")
+	server.virtual = true
+	f := server.features["alphafeature"]
+	f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kube-apiserver", Value: true, Instances: []string{"apiserver-a", "apiserver-b"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}}
+	_ = server.indexer.Update(f.DeepCopy())
+
+	opts := DefaultOptions("kube-system", "kube-apiserver", "apiserver-c")
+	opts.BinaryVersion, opts.EmulationVersion = "1.36", "1.36"
+	r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, opts)
+	clock := testingclock.NewFakeClock(time.Now())
+	r.clock = clock
+	r.uniform = func() float64 { return 0.99 }
+	if err := r.reportOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if server.writes.Load() != 0 {
+		t.Fatalf("joined before its delay (%d writes)", server.writes.Load())
+	}
+	clock.Step(opts.MaxDelay)
+	if err := r.reportOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := server.uses("alphafeature"); len(got) != 1 || !slices.Equal(got[0].Instances, []string{"apiserver-a", "apiserver-b", "apiserver-c"}) {
+		t.Errorf("uses %v after it saw the room = %+v; want apiserver-c in the sample", opts.MaxDelay, got)
+	}
+}
+
 // A sample that filled and left room again while an instance did not look is
 // a new sample: the instance draws a new delay for it rather than join at once
 // on the old one, as every instance whose old delay had passed would.
@@ -363,7 +396,9 @@ func TestReportDrawsAgainForASampleThatChanged(t *testing.T) {
 		_ = server.indexer.Update(f.DeepCopy())
 	}
 	sampled("node-1")
-	r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, testOptions("node-9"))
+	opts := testOptions("node-9")
+	opts.MaxInstances = 10_000
+	r := newReporter(checkedGate(t, true), client.FeaturesV1alpha1().Features("kube-system"), lister, opts)
 	clock := testingclock.NewFakeClock(time.Now())
 	r.clock = clock
 	r.uniform = func() float64 { return 0.5 }
