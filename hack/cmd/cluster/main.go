@@ -47,10 +47,14 @@ limitations under the License.
 //	                cluster's nodes (make kind-e2e)
 //	cluster kind-slow-registry  serve the image pull gate's e2e tests a slow registry
 //	                the kind cluster's nodes reach, until interrupted (make kind-e2e)
+//	cluster kind-gates [-wait D] Name=bool,...  set feature gates in every component
+//	                of the kind cluster, node by node, as kubeadm's reconfigure guide
+//	                does; with -wait, then wait up to D until each gate's Feature in
+//	                kube-system is On or Off as set, logging its states (docs/kind.md)
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
 //	cluster kind-down    delete the kind clusters (fork and pristine) and stop the engine
 //
-// kind-up, kind-e2e-images, kind-slow-registry and kind-delete take -pristine first: the pristine side of
+// kind-up, kind-e2e-images, kind-slow-registry, kind-gates and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md).
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
 //
@@ -75,7 +79,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-gates [-pristine] [-wait D] Name=bool,...|kind-delete [-pristine]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -90,20 +94,21 @@ func main() {
 	kindFlags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	pristine := kindFlags.Bool("pristine", false, "the pristine side of the parity runs: upstream's release built in _output/pristine")
 	workers := kindFlags.Int("workers", 0, "kind-up: this many worker nodes (more than the config's)")
+	featureWait := kindFlags.Duration("wait", 0, "kind-gates: then wait this long at most until each gate's Feature is On or Off as set")
 	slowFlags := flag.NewFlagSet("slow-registry", flag.ExitOnError)
 	listen := slowFlags.String("listen", cluster.SlowRegistryAddr, "the address to serve on")
 	upstream := slowFlags.String("upstream", cluster.RegistryAddr, "the registry to serve")
 	delay := slowFlags.Duration("delay", cluster.SlowRegistryDelay, "how long every manifest request waits")
-	args := map[string]int{"kind-image": 2, "kind-up": 2}[os.Args[1]]
+	args := map[string]int{"kind-image": 2, "kind-up": 2, "kind-gates": 1}[os.Args[1]]
 	switch os.Args[1] {
 	case "up":
 		upFlags.Parse(os.Args[2:])
 	case "slow-registry":
 		slowFlags.Parse(os.Args[2:])
-	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-delete":
+	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
-		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" {
+		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" || *featureWait < 0 || *featureWait > 0 && os.Args[1] != "kind-gates" {
 			fmt.Fprintln(os.Stderr, usage)
 			os.Exit(2)
 		}
@@ -173,6 +178,14 @@ func main() {
 		err = newKind(root, os.Stdout).KindSlowRegistry(ctx, func(addr string) {
 			fmt.Printf("the slow registry serves the kind cluster's nodes:\n  export KUBE_TEST_SLOW_REGISTRY=%s\n", addr)
 		})
+	case "kind-gates":
+		var gates map[string]bool
+		if gates, err = kind.ParseGates(os.Args[2]); err == nil {
+			k := newKind(root, os.Stdout)
+			if err = k.KindSetGates(ctx, gates); err == nil && *featureWait > 0 {
+				err = k.KindWaitFeatures(ctx, gates, *featureWait)
+			}
+		}
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":

@@ -153,24 +153,35 @@ func (k *Kind) kindClusterStale(ctx context.Context, image, config string) (stri
 	if err != nil {
 		return "", fmt.Errorf("docker image inspect %s: %w", image, err)
 	}
+	nodes, err := k.nodeContainers(ctx)
+	if err != nil {
+		return "", err
+	}
+	for i := range nodes {
+		imageID, err := k.docker(ctx, "inspect", "--format", "{{.Image}}", nodes[i].name).Output()
+		if err != nil {
+			return "", fmt.Errorf("docker inspect %s: %w", nodes[i].name, err)
+		}
+		nodes[i].imageID = strings.TrimSpace(string(imageID))
+	}
+	return staleness(nodes, strings.TrimSpace(string(id)), cfg.Nodes), nil
+}
+
+// nodeContainers returns the names and roles of the kind cluster's containers,
+// running or not: its nodes, and the load balancer of several control planes.
+func (k *Kind) nodeContainers(ctx context.Context) ([]kindNode, error) {
 	out, err := k.docker(ctx, "ps", "--all", "--filter", "label=io.x-k8s.kind.cluster="+k.KindClusterName(),
 		"--format", `{{.Names}} {{.Label "io.x-k8s.kind.role"}}`).Output()
 	if err != nil {
-		return "", fmt.Errorf("docker ps: %w", err)
+		return nil, fmt.Errorf("docker ps: %w", err)
 	}
 	var nodes []kindNode
 	for line := range strings.Lines(string(out)) {
-		name, role, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if name == "" {
-			continue
+		if name, role, _ := strings.Cut(strings.TrimSpace(line), " "); name != "" {
+			nodes = append(nodes, kindNode{name: name, role: role})
 		}
-		imageID, err := k.docker(ctx, "inspect", "--format", "{{.Image}}", name).Output()
-		if err != nil {
-			return "", fmt.Errorf("docker inspect %s: %w", name, err)
-		}
-		nodes = append(nodes, kindNode{name: name, role: role, imageID: strings.TrimSpace(string(imageID))})
 	}
-	return staleness(nodes, strings.TrimSpace(string(id)), cfg.Nodes), nil
+	return nodes, nil
 }
 
 // staleness compares a cluster's node containers with the node image's ID and the

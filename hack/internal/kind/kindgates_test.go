@@ -1,0 +1,156 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kind
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestParseGatesRefusesWhatFeatureGatesRefuses(t *testing.T) {
+	got, err := ParseGates("BalloonPod=false, FeatureLifecycle=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"BalloonPod": false, "FeatureLifecycle": true}; !maps.Equal(got, want) {
+		t.Errorf("ParseGates = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "BalloonPod", "BalloonPod=", "=true", "BalloonPod=yes", "A=true,"} {
+		if _, err := ParseGates(bad); err == nil {
+			t.Errorf("ParseGates(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMergeGatesKeepsTheOthersSorted(t *testing.T) {
+	got, err := mergeGates("KubeletImagePullGate=true,BalloonPod=true", map[string]bool{"BalloonPod": false, "AllAlpha": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "AllAlpha=false,BalloonPod=false,KubeletImagePullGate=true"; got != want {
+		t.Errorf("mergeGates = %q, want %q", got, want)
+	}
+	if _, err := mergeGates("BalloonPod", map[string]bool{"A": true}); err == nil {
+		t.Error("a flag that is not Name=bool was merged")
+	}
+}
+
+// A ClusterConfiguration as kind writes it for kubeadm v1beta4.
+const clusterConfiguration = `apiServer:
+  certSANs:
+  - localhost
+  extraArgs:
+  - name: feature-gates
+    value: BalloonPod=true,FeatureLifecycle=true
+  - name: runtime-config
+    value: features.k8s.io/v1alpha1=true
+apiVersion: kubeadm.k8s.io/v1beta4
+clusterName: kube-carry
+controlPlaneEndpoint: kube-carry-external-load-balancer:6443
+controllerManager:
+  extraArgs:
+  - name: feature-gates
+    value: BalloonPod=true,FeatureLifecycle=true
+kind: ClusterConfiguration
+kubernetesVersion: v1.37.2
+`
+
+func TestSetClusterConfigurationGatesChangesOnlyTheGates(t *testing.T) {
+	out, err := setClusterConfigurationGates(clusterConfiguration, map[string]bool{"BalloonPod": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := yaml.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(clusterConfiguration), &want); err != nil {
+		t.Fatal(err)
+	}
+	gates := map[string]any{"name": "feature-gates", "value": "BalloonPod=false,FeatureLifecycle=true"}
+	want["apiServer"].(map[string]any)["extraArgs"].([]any)[0] = gates
+	want["controllerManager"].(map[string]any)["extraArgs"].([]any)[0] = gates
+	// The scheduler had no flag: it gets one with the gate alone.
+	want["scheduler"] = map[string]any{"extraArgs": []any{map[string]any{"name": "feature-gates", "value": "BalloonPod=false"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ClusterConfiguration = %v, want %v", got, want)
+	}
+
+	old := strings.Replace(clusterConfiguration, "v1beta4", "v1beta3", 1)
+	if _, err := setClusterConfigurationGates(old, map[string]bool{"BalloonPod": false}); err == nil || !strings.Contains(err.Error(), "v1beta3") {
+		t.Errorf("a v1beta3 ClusterConfiguration (extraArgs a map) was changed, err = %v", err)
+	}
+}
+
+func TestSetKubeletConfigurationGatesChangesOnlyTheGates(t *testing.T) {
+	in := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\nfeatureGates:\n  BalloonPod: true\n  KubeletImagePullGate: true\n"
+	out, err := setKubeletConfigurationGates([]byte(in), map[string]bool{"BalloonPod": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apiVersion: kubelet.config.k8s.io/v1beta1\nfailCgroupV1: false\nfeatureGates:\n  BalloonPod: false\n  KubeletImagePullGate: true\nkind: KubeletConfiguration\n"
+	if string(out) != want {
+		t.Errorf("KubeletConfiguration:\n%s\nwant:\n%s", out, want)
+	}
+	if _, err := setKubeletConfigurationGates([]byte("kind: ClusterConfiguration\n"), map[string]bool{"BalloonPod": false}); err == nil {
+		t.Error("a ClusterConfiguration was taken for a KubeletConfiguration")
+	}
+}
+
+func TestSetManifestGatesSetsTheFlag(t *testing.T) {
+	manifest := `apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-scheduler
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-scheduler
+    - --feature-gates=BalloonPod=true,FeatureLifecycle=true
+    - --leader-elect=true
+    image: registry.k8s.io/kube-scheduler:v1.37.2
+    name: kube-scheduler
+`
+	_, pod, err := setManifestGates([]byte(manifest), map[string]bool{"BalloonPod": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kube-scheduler", "--feature-gates=BalloonPod=false,FeatureLifecycle=true", "--leader-elect=true"}
+	if got := pod.Spec.Containers[0].Command; !slices.Equal(got, want) {
+		t.Errorf("command = %q, want %q", got, want)
+	}
+
+	without := strings.Replace(manifest, "    - --feature-gates=BalloonPod=true,FeatureLifecycle=true\n", "", 1)
+	_, pod, err = setManifestGates([]byte(without), map[string]bool{"BalloonPod": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"kube-scheduler", "--leader-elect=true", "--feature-gates=BalloonPod=false"}
+	if got := pod.Spec.Containers[0].Command; !slices.Equal(got, want) {
+		t.Errorf("command of a manifest without the flag = %q, want %q", got, want)
+	}
+
+	if _, _, err := setManifestGates([]byte(manifest+"    unknownField: 1\n"), map[string]bool{"BalloonPod": false}); err == nil {
+		t.Error("a manifest with a field the Pod does not have was rewritten without it")
+	}
+}
