@@ -28,6 +28,7 @@ limitations under the License.
 //	series collisions           the names (proto numbers, priorities, gates, groups, metrics) the series and upstream both take
 //	series pin -k8s V [-vpa V]  move the pins and the series to another upstream release
 //	series pin [-abort]         go on with the port after a conflict is fixed, or undo it
+//	series release -k8s V -o DIR  pristine Kubernetes at a release go.mod does not pin
 package main
 
 import (
@@ -57,6 +58,7 @@ commands:
   collisions [UPSTREAM...] fail when the series takes a field number, priority, gate, group or metric its upstream takes
   pin -k8s V [-vpa V]      pin another upstream release and move the series onto it (three-way merge)
   pin [-abort]             go on with a port that stopped at a conflict, or go back from it
+  release -k8s V -o DIR    materialize pristine Kubernetes V (its zips in go.sum or hack/pins/releases.sum) in DIR
 `
 
 func main() {
@@ -310,6 +312,17 @@ func run(root, cmd string, args []string) error {
 			fmt.Println(g)
 		}
 		return nil
+
+	case "release":
+		k8s := fs.String("k8s", "", "the Kubernetes release, v1.X.Y")
+		dir := fs.String("o", "", "the folder of the tree")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if *k8s == "" || *dir == "" || fs.NArg() > 0 {
+			return fmt.Errorf("usage: series release -k8s v1.X.Y -o DIR")
+		}
+		return series.MaterializeRelease(root, *k8s, *dir, os.Stderr)
 
 	case "version":
 		ts, err := trees([]string{"kubernetes"})

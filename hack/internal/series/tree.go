@@ -49,6 +49,9 @@ type Tree struct {
 	Pins  map[string]string // module path -> version
 	Ident Identity
 	Log   io.Writer
+	// Path is the tree's directory when it is not the repository's
+	// _output/NAME: a release tree (MaterializeRelease).
+	Path string
 }
 
 // State is what the tool recorded about the tree it built; it lives in the tree's .git.
@@ -77,7 +80,12 @@ func (s *State) Tip() string {
 }
 
 // Dir is the tree's directory.
-func (t *Tree) Dir() string { return t.Repo.TreeDir(t.Up) }
+func (t *Tree) Dir() string {
+	if t.Path != "" {
+		return t.Path
+	}
+	return t.Repo.TreeDir(t.Up)
+}
 
 func (t *Tree) git() git {
 	ident := t.Ident
