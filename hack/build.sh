@@ -16,7 +16,8 @@
 
 # Builds the patched Kubernetes binaries with upstream's own `make WHAT=...` in the
 # materialized tree and collects them in _output/bin (PRISTINE=1: upstream's release
-# with no group applied, into _output/pristine/bin; lib.sh).
+# with no group applied, into _output/pristine/bin; RELEASE=v1.X.Y: that release,
+# into _output/releases/v1.X.Y/bin; lib.sh).
 #
 # hack/build.sh --test-flags (make test's cluster smoke) builds the same code with
 # make test's go test flags (TEST_BUILD_FLAGS in lib.sh) instead of upstream's release flags (-trimpath and
@@ -28,7 +29,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 TREE=$SIDE_TREE
-[ "$SIDE" = fork ] || pristine_tree
+case $SIDE in
+  pristine) pristine_tree ;;
+  release) tools && release_tree ;;
+esac
 WHAT=${WHAT:-cmd/kubelet cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl cmd/kubectl-balloon}
 
 # Share the module and build caches with every other go command here (upstream would

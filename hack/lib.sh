@@ -21,8 +21,20 @@ TESTOUT=$OUT/test
 
 # The side a kind script works on (docs/kind.md, parity): the fork's tree, or with
 # PRISTINE=1 upstream's release with no group of the series applied, built, imaged
-# and tested the same way, so that the two results can be compared.
-if [ "${PRISTINE:-}" = 1 ]; then
+# and tested the same way, so that the two results can be compared; or with
+# RELEASE=v1.X.Y pristine upstream at a release the pins do not name (series
+# release), built and imaged the same way: the release an upgrade lane starts from.
+if [ -n "${RELEASE:-}" ]; then
+  if [ "${PRISTINE:-}" = 1 ]; then
+    echo "error: RELEASE=$RELEASE and PRISTINE=1: the pristine side is the pinned release; name one" >&2
+    exit 2
+  fi
+  SIDE=release
+  SIDE_TREE=$OUT/releases/$RELEASE/kubernetes
+  SIDE_BIN=$OUT/releases/$RELEASE/bin
+  SIDE_KIND=$OUT/kind/releases/$RELEASE
+  SIDE_FLAGS=(-release "$RELEASE") # of the cluster tool's kind commands
+elif [ "${PRISTINE:-}" = 1 ]; then
   SIDE=pristine
   SIDE_TREE=$OUT/pristine/kubernetes
   SIDE_BIN=$OUT/pristine/bin
@@ -50,10 +62,17 @@ pristine_tree() {
   fi
 }
 
+# release_tree: the tree of RELEASE in _output/releases (series release), kept when
+# it is there already.
+release_tree() {
+  "$SERIES" release -k8s "$RELEASE" -o "$SIDE_TREE"
+}
+
 # side_version: the version the side's binaries carry: the series' version string for
-# the fork, upstream's release (the first commit's subject, "kubernetes vX.Y.Z") for pristine.
+# the fork, upstream's release (the first commit's subject, "kubernetes vX.Y.Z") for
+# pristine and a release side.
 side_version() {
-  if [ "$SIDE" = pristine ]; then
+  if [ "$SIDE" != fork ]; then
     git -C "$SIDE_TREE" log -1 --format=%s | sed 's/^kubernetes //'
   else
     "$SERIES" version

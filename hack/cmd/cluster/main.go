@@ -52,10 +52,11 @@ limitations under the License.
 //	                does; with -wait, then wait up to D until each gate's Feature in
 //	                kube-system is On or Off as set, logging its states (docs/kind.md)
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
-//	cluster kind-down    delete the kind clusters (fork and pristine) and stop the engine
+//	cluster kind-down    delete the kind clusters (fork, pristine, releases) and stop the engine
 //
 // kind-up, kind-e2e-images, kind-slow-registry, kind-gates and kind-delete take -pristine first: the pristine side of
-// the parity runs, upstream's release built in _output/pristine (docs/kind.md).
+// the parity runs, upstream's release built in _output/pristine (docs/kind.md); or
+// -release V: pristine upstream at release V, built in _output/releases/V.
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
 //
 // Run as sudo, systemd-run or systemctl (make node-e2e links them to this binary),
@@ -66,6 +67,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -79,7 +81,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine]|kind-slow-registry [-pristine]|kind-gates [-pristine] [-wait D] Name=bool,...|kind-delete [-pristine]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-delete [-pristine|-release V]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -93,6 +95,7 @@ func main() {
 	nodes := upFlags.Int("nodes", 1, "how many nodes: 1, or 2 for a second kubelet with a containerd of its own on this machine")
 	kindFlags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	pristine := kindFlags.Bool("pristine", false, "the pristine side of the parity runs: upstream's release built in _output/pristine")
+	release := kindFlags.String("release", "", "a release side: pristine upstream at this release, built in _output/releases/RELEASE (hack/lib.sh RELEASE)")
 	workers := kindFlags.Int("workers", 0, "kind-up: this many worker nodes (more than the config's)")
 	featureWait := kindFlags.Duration("wait", 0, "kind-gates: then wait this long at most until each gate's Feature is On or Off as set")
 	slowFlags := flag.NewFlagSet("slow-registry", flag.ExitOnError)
@@ -120,8 +123,14 @@ func main() {
 		}
 	}
 	newKind := kind.NewKind
-	if *pristine {
+	switch {
+	case *pristine && *release != "":
+		fmt.Fprintln(os.Stderr, "error: -pristine and -release name two sides; name one")
+		os.Exit(2)
+	case *pristine:
 		newKind = kind.NewPristineKind
+	case *release != "":
+		newKind = func(root string, log io.Writer) *kind.Kind { return kind.NewReleaseKind(root, *release, log) }
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -189,10 +198,15 @@ func main() {
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":
-		if err = kind.NewPristineKind(root, os.Stdout).KindDown(ctx); err == nil {
-			k := kind.NewKind(root, os.Stdout)
-			if err = k.KindDown(ctx); err == nil {
-				err = k.StopEngine(ctx)
+		var kinds []*kind.Kind
+		if kinds, err = kind.SideKinds(root, os.Stdout); err == nil {
+			for _, k := range kinds {
+				if err = k.KindDown(ctx); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = kind.NewKind(root, os.Stdout).StopEngine(ctx)
 			}
 		}
 	case "engine-down":

@@ -48,18 +48,25 @@ const (
 	PristineKindClusterName = KindClusterName + "-pristine"
 )
 
-// KindClusterName is the name of the kind cluster of this side.
+// KindClusterName is the name of the kind cluster of this side: kube-carry-v1-36-3
+// for the release side of v1.36.3.
 func (k *Kind) KindClusterName() string {
-	if k.Pristine {
+	switch {
+	case k.Release != "":
+		return KindClusterName + "-" + strings.ReplaceAll(k.Release, ".", "-")
+	case k.Pristine:
 		return PristineKindClusterName
 	}
 	return KindClusterName
 }
 
 // kindPath is a file of this side's kind cluster: in the kind folder for the fork,
-// in its pristine folder for the pristine side.
+// in its pristine folder for the pristine side, in releases/RELEASE for a release.
 func (k *Kind) kindPath(elem ...string) string {
-	if k.Pristine {
+	switch {
+	case k.Release != "":
+		elem = append([]string{"releases", k.Release}, elem...)
+	case k.Pristine:
 		elem = append([]string{"pristine"}, elem...)
 	}
 	return k.c.Path(elem...)

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,5 +203,34 @@ func TestStaleKindClusterIsCreatedAgain(t *testing.T) {
 		if got := staleness(tc.nodes, "sha256:new", tc.want); got != tc.stale {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.stale)
 		}
+	}
+}
+
+// A release side has a cluster and a folder of its own, and kind-down finds it.
+func TestReleaseSideHasItsOwnClusterAndFolder(t *testing.T) {
+	root := t.TempDir()
+	k := NewReleaseKind(root, "v1.36.3", nil)
+	if got, want := k.KindClusterName(), "kube-carry-v1-36-3"; got != want {
+		t.Errorf("cluster name = %q, want %q", got, want)
+	}
+	if got, want := k.KindKubeconfig(), root+"/_output/kind/releases/v1.36.3/kubeconfig"; got != want {
+		t.Errorf("kubeconfig = %q, want %q", got, want)
+	}
+	if !k.Pristine {
+		t.Error("a release side is upstream's: its cluster must be made without the series' gates")
+	}
+	if err := os.MkdirAll(filepath.Dir(k.KindKubeconfig()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := SideKinds(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range kinds {
+		names = append(names, k.KindClusterName())
+	}
+	if want := []string{"kube-carry-pristine", "kube-carry-v1-36-3", "kube-carry"}; !slices.Equal(names, want) {
+		t.Errorf("SideKinds = %v, want %v", names, want)
 	}
 }

@@ -67,6 +67,11 @@ type Kind struct {
 	// (docs/kind.md): upstream's release with no group applied, in a kind cluster of
 	// its own (PristineKindClusterName) created without the series' gates and APIs.
 	Pristine bool
+	// Release, with Pristine, makes them work on a release side: pristine
+	// upstream at a release the pins do not name (series release), built in
+	// _output/releases/RELEASE, in a kind cluster of its own: the release an
+	// upgrade lane starts from.
+	Release string
 	// KindWorkers, when more than the config's workers, is how many worker nodes the
 	// kind cluster gets: Conformance needs two schedulable nodes, as kind's CI has.
 	KindWorkers int
@@ -89,6 +94,34 @@ func NewPristineKind(root string, log io.Writer) *Kind {
 	k.c.Tree = filepath.Join(root, "_output", "pristine", "kubernetes")
 	k.Pristine = true
 	return k
+}
+
+// NewReleaseKind describes a release side (hack/lib.sh: RELEASE): upstream's
+// release, its binaries and tree in _output/releases/RELEASE, and a cluster of
+// its own whose state lives in _output/kind/releases/RELEASE.
+func NewReleaseKind(root, release string, log io.Writer) *Kind {
+	k := NewKind(root, log)
+	k.c.Bin = filepath.Join(root, "_output", "releases", release, "bin")
+	k.c.Tree = filepath.Join(root, "_output", "releases", release, "kubernetes")
+	k.Pristine, k.Release = true, release
+	return k
+}
+
+// SideKinds describes every side whose cluster may be on the engine: the
+// pristine side, each release side that has a folder under
+// _output/kind/releases, then the fork's.
+func SideKinds(root string, log io.Writer) ([]*Kind, error) {
+	kinds := []*Kind{NewPristineKind(root, log)}
+	entries, err := os.ReadDir(filepath.Join(root, "_output", "kind", "releases"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			kinds = append(kinds, NewReleaseKind(root, e.Name(), log))
+		}
+	}
+	return append(kinds, NewKind(root, log)), nil
 }
 
 // DockerHost is the engine's address, for DOCKER_HOST.
