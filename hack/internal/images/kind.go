@@ -23,18 +23,17 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// The images a node image of kind v0.33.0 for Kubernetes v1.36 holds beyond the
-// release's own: kubeadm's etcd and CoreDNS, containerd's sandbox image and kind's
-// CNI and storage images (TestKindNamesMatchKindAndTheTree checks them against
-// kind's module and the tree).
+// The images a node image of kind v0.33.0 holds beyond the release's own and
+// kubeadm's etcd and CoreDNS (KubeadmImages): containerd's sandbox image and
+// kind's CNI and storage images (TestKindNamesMatchKindAndTheTree checks them
+// against kind's module and the tree).
 const (
-	KindEtcd                 = "registry.k8s.io/etcd:3.7.0-0"
-	KindCoreDNS              = "registry.k8s.io/coredns/coredns:v1.14.6"
 	KindPause                = "registry.k8s.io/pause:3.10"
 	KindKindnetd             = "docker.io/kindest/kindnetd:v20260820-69b56db7"
 	KindLocalPathProvisioner = "docker.io/kindest/local-path-provisioner:v20260820-69b56db7"
@@ -54,11 +53,60 @@ const (
 const (
 	coreDNSModule, coreDNSVersion     = "github.com/coredns/coredns", "v1.14.6"
 	localPathModule, localPathVersion = "github.com/rancher/local-path-provisioner", "v0.0.30"
-	// etcd's server module has replace directives, so it is built from a module of
-	// this repository that requires it: build/kind/etcd.
-	etcdModuleDir = "build/kind/etcd"
-	etcdPackage   = "go.etcd.io/etcd/server/v3"
+	etcdPackage                       = "go.etcd.io/etcd/server/v3"
 )
+
+// etcdModuleDirs are the modules of this repository that etcd is built from,
+// by etcd's minor version: etcd's server module has replace directives, so each
+// requires it at the release kubeadm names and pins the whole graph in go.sum.
+// 3.7 is kubeadm's for v1.37 (the pinned tree), 3.6 for v1.36 (the release
+// the upgrade lane starts from).
+var etcdModuleDirs = map[string]string{
+	"3.7": "build/kind/etcd",
+	"3.6": "build/kind/etcd-3.6",
+}
+
+// KubeadmImages are the etcd and CoreDNS images a tree's kubeadm runs, read from
+// its constants, with the module etcd is built from and CoreDNS's version.
+type KubeadmImages struct {
+	Etcd, EtcdModuleDir, CoreDNS, CoreDNSVersion string
+}
+
+// ReadKubeadmImages reads the images the tree's kubeadm runs
+// (cmd/kubeadm/app/constants: DefaultEtcdVersion, CoreDNSVersion); it fails for
+// an etcd no module of etcdModuleDirs builds.
+func ReadKubeadmImages(tree string) (KubeadmImages, error) {
+	path := filepath.Join(tree, "cmd", "kubeadm", "app", "constants", "constants.go")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return KubeadmImages{}, err
+	}
+	constant := func(name string) (string, error) {
+		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*"([^"]+)"`).FindSubmatch(data)
+		if m == nil {
+			return "", fmt.Errorf("%s has no %s", path, name)
+		}
+		return string(m[1]), nil
+	}
+	etcd, err := constant("DefaultEtcdVersion")
+	if err != nil {
+		return KubeadmImages{}, err
+	}
+	coreDNS, err := constant("CoreDNSVersion")
+	if err != nil {
+		return KubeadmImages{}, err
+	}
+	major, rest, _ := strings.Cut(etcd, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	dir, ok := etcdModuleDirs[major+"."+minor]
+	if !ok {
+		return KubeadmImages{}, fmt.Errorf("the tree's kubeadm runs etcd %s, which no module of this repository builds (images.etcdModuleDirs)", etcd)
+	}
+	return KubeadmImages{
+		Etcd: "registry.k8s.io/etcd:" + etcd, EtcdModuleDir: dir,
+		CoreDNS: "registry.k8s.io/coredns/coredns:" + coreDNS, CoreDNSVersion: coreDNS,
+	}, nil
+}
 
 // kindnetdMessage is what the stand-in for kindnetd says: kindnetd's source is not
 // served by the Go module proxy, so clusters of this node image run
@@ -67,9 +115,14 @@ const kindnetdMessage = "kindnetd is not in this node image: its source cannot b
 	"Create clusters of this image with networking.disableDefaultCNI: true and a CNI of your own " +
 	"(the fork's kind clusters apply build/kind/pod-network.yaml, docs/kind.md)."
 
-// KindNode builds the images of KindNode's names: root is this repository, tree the
-// patched Kubernetes tree (for pause), work a scratch directory.
+// KindNode builds the images of a kind node image beyond the release's own: root
+// is this repository, tree the Kubernetes tree (its kubeadm's etcd and CoreDNS,
+// and pause), work a scratch directory.
 func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
+	kubeadm, err := ReadKubeadmImages(tree)
+	if err != nil {
+		return nil, err
+	}
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
 		return nil, err
@@ -78,11 +131,11 @@ func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := GoProgram{Pkg: etcdPackage, ModuleDir: filepath.Join(root, etcdModuleDir)}.build(ctx, work)
+	etcd, err := GoProgram{Pkg: etcdPackage, ModuleDir: filepath.Join(root, kubeadm.EtcdModuleDir)}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
-	coreDNS, err := GoProgram{Pkg: coreDNSModule, Version: coreDNSVersion}.build(ctx, work)
+	coreDNS, err := GoProgram{Pkg: coreDNSModule, Version: kubeadm.CoreDNSVersion}.build(ctx, work)
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +146,12 @@ func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	set := Set{KindPause: pause, KindLocalPathHelper: busybox}
 	// As upstream's etcd image: the programs in /usr/local/bin, kubeadm's manifest
 	// names the command.
-	if set[KindEtcd], err = programImage(nil, "usr/local/bin/etcd", etcd, v1.Config{}); err != nil {
+	if set[kubeadm.Etcd], err = programImage(nil, "usr/local/bin/etcd", etcd, v1.Config{}); err != nil {
 		return nil, err
 	}
 	// As CoreDNS's image, but as root: kubeadm's Deployment drops every capability
 	// but NET_BIND_SERVICE, which a non-root user would need as a file capability.
-	if set[KindCoreDNS], err = programImage(nil, "coredns", coreDNS, v1.Config{Entrypoint: []string{"/coredns"}}); err != nil {
+	if set[kubeadm.CoreDNS], err = programImage(nil, "coredns", coreDNS, v1.Config{Entrypoint: []string{"/coredns"}}); err != nil {
 		return nil, err
 	}
 	// kind's manifest runs local-path-provisioner from PATH.

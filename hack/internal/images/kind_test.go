@@ -52,16 +52,47 @@ func TestKindNamesMatchKindAndTheTree(t *testing.T) {
 	mustSay(filepath.Join(kind, "pkg/cluster/internal/loadbalancer/const.go"), `Image = "`+KindLoadBalancer+`"`)
 	mustSay(filepath.Join(kind, "images/base/files/etc/containerd/config.toml"), `sandbox_image = "`+KindPause+`"`)
 
-	etcdTag := strings.TrimPrefix(KindEtcd, "registry.k8s.io/etcd:")
-	mustSay(filepath.Join(root, etcdModuleDir, "go.mod"), etcdPackage+" v"+strings.TrimSuffix(etcdTag, "-0"))
-	coreDNSTag := strings.TrimPrefix(KindCoreDNS, "registry.k8s.io/coredns/coredns:")
-	if coreDNSVersion != coreDNSTag {
-		t.Errorf("CoreDNS is built at %s but named %s", coreDNSVersion, KindCoreDNS)
+	// Each etcd module pins the etcd of its minor version.
+	for minor, dir := range etcdModuleDirs {
+		mustSay(filepath.Join(root, dir, "go.mod"), etcdPackage+" v"+minor+".")
 	}
 
-	constants := filepath.Join(root, "_output", "kubernetes", "cmd", "kubeadm", "app", "constants", "constants.go")
-	if _, err := os.Stat(constants); err != nil {
+	tree := filepath.Join(root, "_output", "kubernetes")
+	if _, err := os.Stat(filepath.Join(tree, "cmd", "kubeadm")); err != nil {
 		t.Skip("no tree (make tree)")
 	}
-	mustSay(constants, `DefaultEtcdVersion = "`+etcdTag+`"`, `CoreDNSVersion = "`+coreDNSTag+`"`)
+	kubeadm, err := ReadKubeadmImages(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdTag := strings.TrimPrefix(kubeadm.Etcd, "registry.k8s.io/etcd:")
+	mustSay(filepath.Join(root, kubeadm.EtcdModuleDir, "go.mod"), etcdPackage+" v"+strings.TrimSuffix(etcdTag, "-0")+" ")
+}
+
+// The etcd and CoreDNS of a tree are its kubeadm's, whatever its release.
+func TestReadKubeadmImages(t *testing.T) {
+	tree := t.TempDir()
+	constants := filepath.Join(tree, "cmd", "kubeadm", "app", "constants")
+	if err := os.MkdirAll(constants, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(etcd string) {
+		src := "package constants\n\nconst (\n\tDefaultEtcdVersion = \"" + etcd + "\"\n)\n\nvar (\n\tCoreDNSVersion = \"v1.14.2\"\n)\n"
+		if err := os.WriteFile(filepath.Join(constants, "constants.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("3.6.8-0")
+	got, err := ReadKubeadmImages(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := KubeadmImages{Etcd: "registry.k8s.io/etcd:3.6.8-0", EtcdModuleDir: "build/kind/etcd-3.6", CoreDNS: "registry.k8s.io/coredns/coredns:v1.14.2", CoreDNSVersion: "v1.14.2"}
+	if got != want {
+		t.Errorf("ReadKubeadmImages = %+v, want %+v", got, want)
+	}
+	write("3.8.0-0")
+	if _, err := ReadKubeadmImages(tree); err == nil || !strings.Contains(err.Error(), "etcd 3.8.0-0") {
+		t.Errorf("an etcd no module builds: err = %v", err)
+	}
 }
