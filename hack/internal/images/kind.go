@@ -69,7 +69,7 @@ var etcdModuleDirs = map[string]string{
 // KubeadmImages are the etcd and CoreDNS images a tree's kubeadm runs, read from
 // its constants, with the module etcd is built from and CoreDNS's version.
 type KubeadmImages struct {
-	Etcd, EtcdModuleDir, CoreDNS, CoreDNSVersion string
+	Etcd, EtcdModuleDir, CoreDNS, CoreDNSVersion, Pause string
 }
 
 // ReadKubeadmImages reads the images the tree's kubeadm runs
@@ -96,6 +96,10 @@ func ReadKubeadmImages(tree string) (KubeadmImages, error) {
 	if err != nil {
 		return KubeadmImages{}, err
 	}
+	pause, err := constant("PauseVersion")
+	if err != nil {
+		return KubeadmImages{}, err
+	}
 	major, rest, _ := strings.Cut(etcd, ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	dir, ok := etcdModuleDirs[major+"."+minor]
@@ -105,6 +109,7 @@ func ReadKubeadmImages(tree string) (KubeadmImages, error) {
 	return KubeadmImages{
 		Etcd: "registry.k8s.io/etcd:" + etcd, EtcdModuleDir: dir,
 		CoreDNS: "registry.k8s.io/coredns/coredns:" + coreDNS, CoreDNSVersion: coreDNS,
+		Pause: "registry.k8s.io/pause:" + pause,
 	}, nil
 }
 
@@ -143,7 +148,8 @@ func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := Set{KindPause: pause, KindLocalPathHelper: busybox}
+	// kind's containerd runs its sandbox image; kubeadm checks for its own.
+	set := Set{KindPause: pause, kubeadm.Pause: pause, KindLocalPathHelper: busybox}
 	// As upstream's etcd image: the programs in /usr/local/bin, kubeadm's manifest
 	// names the command.
 	if set[kubeadm.Etcd], err = programImage(nil, "usr/local/bin/etcd", etcd, v1.Config{}); err != nil {

@@ -77,7 +77,7 @@ func TestReadKubeadmImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(etcd string) {
-		src := "package constants\n\nconst (\n\tDefaultEtcdVersion = \"" + etcd + "\"\n)\n\nvar (\n\tCoreDNSVersion = \"v1.14.2\"\n)\n"
+		src := "package constants\n\nconst (\n\tDefaultEtcdVersion = \"" + etcd + "\"\n\tPauseVersion = \"3.10.1\"\n)\n\nvar (\n\tCoreDNSVersion = \"v1.14.2\"\n)\n"
 		if err := os.WriteFile(filepath.Join(constants, "constants.go"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestReadKubeadmImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := KubeadmImages{Etcd: "registry.k8s.io/etcd:3.6.8-0", EtcdModuleDir: "build/kind/etcd-3.6", CoreDNS: "registry.k8s.io/coredns/coredns:v1.14.2", CoreDNSVersion: "v1.14.2"}
+	want := KubeadmImages{Etcd: "registry.k8s.io/etcd:3.6.8-0", EtcdModuleDir: "build/kind/etcd-3.6", CoreDNS: "registry.k8s.io/coredns/coredns:v1.14.2", CoreDNSVersion: "v1.14.2", Pause: "registry.k8s.io/pause:3.10.1"}
 	if got != want {
 		t.Errorf("ReadKubeadmImages = %+v, want %+v", got, want)
 	}

@@ -382,6 +382,12 @@ func (k *Kind) KindLoadE2EImages(ctx context.Context) error {
 	if set[names.E2E("sample-apiserver", images.SampleAPIServerTag)], err = images.SampleAPIServer(ctx, k.c.Tree, work, set[names.Busybox()]); err != nil {
 		return err
 	}
+	return k.loadSet(ctx, work, set)
+}
+
+// loadSet loads every image of the set into every node of the kind cluster, by
+// way of archives in work.
+func (k *Kind) loadSet(ctx context.Context, work string, set images.Set) error {
 	for _, ref := range slices.Sorted(maps.Keys(set)) {
 		archive, err := writeArchive(work, ref, set[ref])
 		if err != nil {

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -295,7 +294,7 @@ func (k *Kind) setStaticPodGates(ctx context.Context, client kubernetes.Interfac
 	if err != nil {
 		return err
 	}
-	out, want, err := setManifestGates(data, gates)
+	out, wantPod, err := setManifestGates(data, gates)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", node, path, err)
 	}
@@ -305,28 +304,14 @@ func (k *Kind) setStaticPodGates(ctx context.Context, client kubernetes.Interfac
 			return err
 		}
 	}
-	name := component + "-" + node
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod, err := client.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			last = "no mirror pod"
-			return false, nil
-		case err != nil:
-			last = err.Error() // the API restarts with kube-apiserver
-			return false, nil
-		case len(pod.Spec.Containers) != 1 || !slices.Equal(pod.Spec.Containers[0].Command, want.Spec.Containers[0].Command):
-			last = "the mirror pod runs the old command"
-			return false, nil
-		case !podReady(pod):
-			last = "not Ready"
-			return false, nil
+	want := wantPod.Spec.Containers[0].Command
+	if err := waitMirrorPod(ctx, client, component+"-"+node, 5*time.Minute, func(pod *corev1.Pod) string {
+		if len(pod.Spec.Containers) != 1 || !slices.Equal(pod.Spec.Containers[0].Command, want) {
+			return "the mirror pod runs the old command"
 		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %s did not run Ready with the new gates within 5m (%s): %w", node, component, last, err)
+		return ""
+	}); err != nil {
+		return fmt.Errorf("%s: %s did not run with the new gates: %w", node, component, err)
 	}
 	return nil
 }
@@ -356,8 +341,8 @@ func (k *Kind) setKubeletGates(ctx context.Context, client kubernetes.Interface,
 		return err
 	}
 	k.c.Logf("%s: kubelet restarted with featureGates set", node)
-	if out, err := k.docker(ctx, "exec", node, "systemctl", "restart", "kubelet").CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: restarting the kubelet: %w: %s", node, err, out)
+	if err := k.nodeExec(ctx, node, "systemctl", "restart", "kubelet"); err != nil {
+		return err
 	}
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
