@@ -12,14 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-# kube-carry: Kubernetes v1.36.3 and VPA v1.8.1 with four enhancement proposals,
+# kube-carry: Kubernetes v1.37.2 and VPA v1.8.1 with four enhancement proposals,
 # kept as overlay files plus a patch series. See README.md.
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
 SERIES := _output/tools/series
 
-.PHONY: all build vpa vpa-e2e vpa-scale tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e e2e node-e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
+.PHONY: all build vpa vpa-e2e vpa-scale tree cluster-up cluster-down kind-image kind-up kind-down kind-tarball kind-e2e kind-upgrade e2e node-e2e save verify-saved patches roundtrip verify verify-upstream test verify-bisect pin preflight tools
 
 ## all: build the patched kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubectl-balloon into _output/bin
 all: build
@@ -83,6 +83,10 @@ kind-up: tree
 ## kind-e2e: upstream e2e.test on the kind cluster as kind's CI runs it: this project's specs and the smoke subset (FOCUS= to choose; root)
 kind-e2e: tree
 	@hack/kind-e2e.sh
+
+## kind-upgrade: an HA kind cluster of pristine v1.36.3 (FROM=) with workloads, upgraded to the fork as kinder does, each step checked (root)
+kind-upgrade: tree
+	@hack/kind-upgrade.sh
 
 ## kind-down: delete the kind cluster and stop the project's Docker engine
 kind-down: tools

@@ -54,10 +54,13 @@ limitations under the License.
 //	cluster kind-upgrade TARBALL TREE  upgrade the kind cluster to the release of a
 //	                server tarball built from TREE, as kinder does: kubeadm upgrade
 //	                apply and node, then kubelets node by node with drain and uncordon
+//	cluster kind-upgrade-lane TARBALL TREE  make kind-upgrade's lane on the kind
+//	                cluster (of -release V): workloads, a prober, kind-upgrade to the
+//	                tarball's release, the workloads checked after it
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
 //	cluster kind-down    delete the kind clusters (fork, pristine, releases) and stop the engine
 //
-// kind-up, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade and kind-delete take -pristine first: the pristine side of
+// kind-up, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade(-lane) and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md); or
 // -release V: pristine upstream at release V, built in _output/releases/V.
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
@@ -82,9 +85,10 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/kind"
 	"github.com/kube-carry/kube-carry/hack/internal/nodee2e"
 	"github.com/kube-carry/kube-carry/hack/internal/sysshim"
+	"github.com/kube-carry/kube-carry/hack/internal/upgradelane"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-delete [-pristine|-release V]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-upgrade-lane [-release V] TARBALL TREE|kind-delete [-pristine|-release V]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -105,13 +109,13 @@ func main() {
 	listen := slowFlags.String("listen", cluster.SlowRegistryAddr, "the address to serve on")
 	upstream := slowFlags.String("upstream", cluster.RegistryAddr, "the registry to serve")
 	delay := slowFlags.Duration("delay", cluster.SlowRegistryDelay, "how long every manifest request waits")
-	args := map[string]int{"kind-image": 2, "kind-up": 2, "kind-gates": 1, "kind-upgrade": 2}[os.Args[1]]
+	args := map[string]int{"kind-image": 2, "kind-up": 2, "kind-gates": 1, "kind-upgrade": 2, "kind-upgrade-lane": 2}[os.Args[1]]
 	switch os.Args[1] {
 	case "up":
 		upFlags.Parse(os.Args[2:])
 	case "slow-registry":
 		slowFlags.Parse(os.Args[2:])
-	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-delete":
+	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-upgrade-lane", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
 		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" || *featureWait < 0 || *featureWait > 0 && os.Args[1] != "kind-gates" {
@@ -200,6 +204,8 @@ func main() {
 		}
 	case "kind-upgrade":
 		err = newKind(root, os.Stdout).KindUpgrade(ctx, os.Args[2], os.Args[3])
+	case "kind-upgrade-lane":
+		err = (&upgradelane.Lane{Kind: newKind(root, os.Stdout), Tarball: os.Args[2], Tree: os.Args[3], Log: os.Stdout}).Run(ctx)
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":

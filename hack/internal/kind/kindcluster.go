@@ -75,6 +75,9 @@ func (k *Kind) kindPath(elem ...string) string {
 // KindKubeconfig is the kind cluster's kubeconfig.
 func (k *Kind) KindKubeconfig() string { return k.kindPath("kubeconfig") }
 
+// KindPath is a file or folder of this side's kind cluster's state.
+func (k *Kind) KindPath(elem ...string) string { return k.kindPath(elem...) }
+
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
 // one exists that serves them (kindClusterStale; one that does not is deleted and
 // created again), loads and starts its pod network (build/kind/pod-network.yaml) and
@@ -382,12 +385,12 @@ func (k *Kind) KindLoadE2EImages(ctx context.Context) error {
 	if set[names.E2E("sample-apiserver", images.SampleAPIServerTag)], err = images.SampleAPIServer(ctx, k.c.Tree, work, set[names.Busybox()]); err != nil {
 		return err
 	}
-	return k.loadSet(ctx, work, set)
+	return k.LoadImages(ctx, work, set)
 }
 
-// loadSet loads every image of the set into every node of the kind cluster, by
-// way of archives in work.
-func (k *Kind) loadSet(ctx context.Context, work string, set images.Set) error {
+// LoadImages loads every image of the set into every node of the kind cluster,
+// by way of archives in work.
+func (k *Kind) LoadImages(ctx context.Context, work string, set images.Set) error {
 	for _, ref := range slices.Sorted(maps.Keys(set)) {
 		archive, err := writeArchive(work, ref, set[ref])
 		if err != nil {

@@ -143,7 +143,7 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error 
 	if err != nil {
 		return err
 	}
-	if err := k.loadSet(ctx, work, set); err != nil {
+	if err := k.LoadImages(ctx, work, set); err != nil {
 		return err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", k.KindKubeconfig())
