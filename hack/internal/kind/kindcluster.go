@@ -33,6 +33,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
@@ -74,6 +76,15 @@ func (k *Kind) kindPath(elem ...string) string {
 
 // KindKubeconfig is the kind cluster's kubeconfig.
 func (k *Kind) KindKubeconfig() string { return k.kindPath("kubeconfig") }
+
+// KindClient is a client of the kind cluster, as its administrator.
+func (k *Kind) KindClient() (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.KindKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
 
 // KindPath is a file or folder of this side's kind cluster's state.
 func (k *Kind) KindPath(elem ...string) string { return k.kindPath(elem...) }

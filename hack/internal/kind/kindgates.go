@@ -187,11 +187,7 @@ func setManifestGates(data []byte, gates map[string]bool) ([]byte, *corev1.Pod, 
 // components restart in turn, so the others serve meanwhile, as in a rolling
 // upgrade.
 func (k *Kind) KindSetGates(ctx context.Context, gates map[string]bool) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", k.KindKubeconfig())
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := k.KindClient()
 	if err != nil {
 		return err
 	}

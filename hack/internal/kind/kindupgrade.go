@@ -33,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
@@ -146,11 +145,7 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error 
 	if err := k.LoadImages(ctx, work, set); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", k.KindKubeconfig())
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := k.KindClient()
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-carry/kube-carry/hack/internal/images"
 	"github.com/kube-carry/kube-carry/hack/internal/kind"
@@ -51,11 +50,7 @@ func (l *Lane) logf(format string, args ...any) { fmt.Fprintf(l.Log, format+"\n"
 // Run deploys the workloads and runs the lane's steps, each checked; it
 // returns every problem a step found.
 func (l *Lane) Run(ctx context.Context) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", l.Kind.KindKubeconfig())
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := l.Kind.KindClient()
 	if err != nil {
 		return err
 	}
