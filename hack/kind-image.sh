@@ -49,7 +49,7 @@ if [ "$(cat "$SIDE_KIND/node-image.sha256" 2>/dev/null)" = "$sum" ] &&
   echo "$image is up to date"
 else
   rm -f "$SIDE_KIND/node-image.sha256"
-  "$OUT/tools/cluster" kind-image "$tarball" "$image"
+  "$OUT/tools/cluster" kind-image "${SIDE_FLAGS[@]}" "$tarball" "$image"
   echo "$sum" >"$SIDE_KIND/node-image.sha256"
 fi
 echo "$image" >"$SIDE_KIND/node-image.name"

@@ -38,7 +38,7 @@ limitations under the License.
 //	cluster engine-up    start the project's own Docker engine for kind (_output/kind)
 //	cluster engine-down  stop it and remove its mounts
 //	cluster kind-base    build kind's base image into the engine (engine-up first)
-//	cluster kind-image TARBALL IMAGE  build a kind node image of a server release
+//	cluster kind-image [-pristine|-release V] TARBALL IMAGE  build a kind node image of a server release
 //	                tarball with kind build node-image, offline (engine-up first)
 //	cluster kind-up IMAGE CONFIG  create the kind cluster of the node image with a
 //	                config of build/kind, start its pod network, wait until Ready
@@ -60,7 +60,7 @@ limitations under the License.
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
 //	cluster kind-down    delete the kind clusters (fork, pristine, releases) and stop the engine
 //
-// kind-up, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade(-lane) and kind-delete take -pristine first: the pristine side of
+// kind-image, kind-up, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade(-lane) and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md); or
 // -release V: pristine upstream at release V, built in _output/releases/V.
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
@@ -88,7 +88,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/upgradelane"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-upgrade-lane [-release V] TARBALL TREE|kind-delete [-pristine|-release V]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image [-pristine|-release V] TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-upgrade-lane [-release V] TARBALL TREE|kind-delete [-pristine|-release V]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -115,7 +115,7 @@ func main() {
 		upFlags.Parse(os.Args[2:])
 	case "slow-registry":
 		slowFlags.Parse(os.Args[2:])
-	case "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-upgrade-lane", "kind-delete":
+	case "kind-image", "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-upgrade-lane", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
 		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" || *featureWait < 0 || *featureWait > 0 && os.Args[1] != "kind-gates" {
@@ -181,7 +181,7 @@ func main() {
 	case "kind-base":
 		err = kind.NewKind(root, os.Stdout).BuildKindBase(ctx)
 	case "kind-image":
-		err = kind.NewKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
+		err = newKind(root, os.Stdout).BuildKindNodeImage(ctx, os.Args[2], os.Args[3])
 	case "kind-up":
 		k := newKind(root, os.Stdout)
 		k.KindWorkers = *workers
