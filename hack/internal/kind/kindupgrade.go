@@ -168,17 +168,17 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error 
 		if err := k.nodeExec(ctx, n.name, "ln", "-sf", dest+"/kubeadm", "/usr/bin/kubeadm"); err != nil {
 			return err
 		}
+		if err := k.writeNodeFile(ctx, n.name, "/kind/upgrade.yaml", []byte(upgradeConfiguration(r.version))); err != nil {
+			return err
+		}
 		if i == 0 {
-			if err := k.writeNodeFile(ctx, n.name, "/kind/upgrade.yaml", []byte(upgradeConfiguration(r.version))); err != nil {
-				return err
-			}
 			k.c.Logf("%s: kubeadm upgrade apply %s", n.name, r.version)
 			if err := k.nodeExecLogged(ctx, n.name, "kubeadm", "upgrade", "apply", "--config", "/kind/upgrade.yaml"); err != nil {
 				return err
 			}
 		} else {
 			k.c.Logf("%s: kubeadm upgrade node", n.name)
-			if err := k.nodeExecLogged(ctx, n.name, "kubeadm", "upgrade", "node"); err != nil {
+			if err := k.nodeExecLogged(ctx, n.name, "kubeadm", "upgrade", "node", "--config", "/kind/upgrade.yaml"); err != nil {
 				return err
 			}
 		}
@@ -205,9 +205,12 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error 
 }
 
 // upgradeConfiguration is kubeadm's UpgradeConfiguration of an upgrade to
-// version: a release of this project is a pre-release in semver's terms
-// (v1.37.2-carry.N), which kubeadm takes only as an experimental upgrade, and no
-// one is there to confirm it.
+// version, for kubeadm upgrade apply and node: a release of this project is a
+// pre-release in semver's terms (v1.37.2-carry.N), which kubeadm takes only as an
+// experimental upgrade, and no one is there to confirm it. The system
+// verification is the one preflight check ignored: it fails on a cgroup v1 host
+// even with the kubelet's failCgroupV1 off, and kind's own init and join skip
+// every preflight check (skipPhases: preflight).
 func upgradeConfiguration(version string) string {
 	return `apiVersion: kubeadm.k8s.io/v1beta4
 kind: UpgradeConfiguration
@@ -215,6 +218,11 @@ apply:
   kubernetesVersion: ` + version + `
   allowExperimentalUpgrades: true
   forceUpgrade: true
+  ignorePreflightErrors:
+  - SystemVerification
+node:
+  ignorePreflightErrors:
+  - SystemVerification
 `
 }
 

@@ -21,6 +21,7 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,16 +92,21 @@ func TestUpgradeConfigurationAllowsTheProjectsRelease(t *testing.T) {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 		Apply      struct {
-			KubernetesVersion         string `json:"kubernetesVersion"`
-			AllowExperimentalUpgrades bool   `json:"allowExperimentalUpgrades"`
-			ForceUpgrade              bool   `json:"forceUpgrade"`
+			KubernetesVersion         string   `json:"kubernetesVersion"`
+			AllowExperimentalUpgrades bool     `json:"allowExperimentalUpgrades"`
+			ForceUpgrade              bool     `json:"forceUpgrade"`
+			IgnorePreflightErrors     []string `json:"ignorePreflightErrors"`
 		} `json:"apply"`
+		Node struct {
+			IgnorePreflightErrors []string `json:"ignorePreflightErrors"`
+		} `json:"node"`
 	}
 	if err := yaml.UnmarshalStrict([]byte(upgradeConfiguration("v1.37.2-carry.7+b07373f55496")), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.APIVersion != "kubeadm.k8s.io/v1beta4" || cfg.Kind != "UpgradeConfiguration" ||
-		cfg.Apply.KubernetesVersion != "v1.37.2-carry.7+b07373f55496" || !cfg.Apply.AllowExperimentalUpgrades || !cfg.Apply.ForceUpgrade {
+		cfg.Apply.KubernetesVersion != "v1.37.2-carry.7+b07373f55496" || !cfg.Apply.AllowExperimentalUpgrades || !cfg.Apply.ForceUpgrade ||
+		!slices.Equal(cfg.Apply.IgnorePreflightErrors, []string{"SystemVerification"}) || !slices.Equal(cfg.Node.IgnorePreflightErrors, []string{"SystemVerification"}) {
 		t.Errorf("UpgradeConfiguration = %+v", cfg)
 	}
 }
