@@ -97,6 +97,11 @@ func (w Workloads) Deploy(ctx context.Context) error {
 			return err
 		},
 		func() error {
+			// A Service of a taken node port is refused as invalid before as
+			// existing.
+			if _, err := w.Client.CoreV1().Services(Namespace).Get(ctx, "web", metav1.GetOptions{}); err == nil {
+				return nil
+			}
 			_, err := w.Client.CoreV1().Services(Namespace).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "web"},
 				Spec: corev1.ServiceSpec{
