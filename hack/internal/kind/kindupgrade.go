@@ -231,7 +231,7 @@ node:
 // uncordons it.
 func (k *Kind) upgradeKubelet(ctx context.Context, client kubernetes.Interface, node, dest, version string) error {
 	k.c.Logf("%s: drain, kubelet %s, uncordon", node, version)
-	if err := k.kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m"); err != nil {
+	if err := k.kubectlRetried(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m"); err != nil {
 		return err
 	}
 	for _, bin := range []string{"kubelet", "kubectl"} {
@@ -264,7 +264,28 @@ func (k *Kind) upgradeKubelet(ctx context.Context, client kubernetes.Interface, 
 	if err != nil {
 		return fmt.Errorf("%s: the kubelet did not come back at %s within 3m (%s): %w", node, version, last, err)
 	}
-	return k.kubectl(ctx, "uncordon", node)
+	return k.kubectlRetried(ctx, "uncordon", node)
+}
+
+// kubectlRetried runs kubectl up to five times, 5 s apart, until it succeeds:
+// a control plane's static pods start again when its kubelet is upgraded (the
+// new kubelet's defaults change their hash), and the load balancer may send a
+// request to a kube-apiserver that is going or not yet authorizing (measured: an
+// unexpected EOF, and a Forbidden for the cluster's administrator). kubectl drain
+// and uncordon may be repeated.
+func (k *Kind) kubectlRetried(ctx context.Context, args ...string) error {
+	var err error
+	for range 5 {
+		if err = k.kubectl(ctx, args...); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(5 * time.Second):
+		}
+	}
+	return err
 }
 
 // waitMirrorPod waits until the mirror pod is Ready and unmet, which says what

@@ -30,6 +30,7 @@ func TestCompareForgivesOnlyDrains(t *testing.T) {
 			"web-1":   {UID: "1", Node: "worker"},
 			"web-2":   {UID: "2", Node: "worker2"},
 			"agent-1": {UID: "3", Node: "worker2"},
+			"agent-2": {UID: "7", Node: "worker"}, // left by the drain of worker
 			"data-0":  {UID: "4", Node: "control-plane"},
 		},
 	}
@@ -39,6 +40,7 @@ func TestCompareForgivesOnlyDrains(t *testing.T) {
 		Pods: map[string]PodState{
 			"web-3":   {UID: "5", Node: "worker2"}, // web-1's replacement: worker was drained
 			"agent-1": {UID: "3", Node: "worker2", Restarts: 1},
+			"agent-2": {UID: "7", Node: "worker", Restarts: 2},
 			"data-0":  {UID: "6", Node: "control-plane"},
 		},
 	}
@@ -47,6 +49,7 @@ func TestCompareForgivesOnlyDrains(t *testing.T) {
 		"StatefulSet/data is gone",
 		`the StatefulSet's data changed: "abc", then "abd"`,
 		"pod agent-1 on worker2 restarted 1 times",
+		"pod agent-2 on worker restarted 2 times",
 		"pod data-0 on control-plane was replaced, and its node was not drained",
 		"pod web-2 on worker2 is gone, and its node was not drained",
 	}

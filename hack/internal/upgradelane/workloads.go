@@ -261,9 +261,9 @@ func names[L runtime.Object](ctx context.Context, list func(context.Context, met
 }
 
 // Compare says what went wrong for the workloads between two states: an
-// object gone, the volume's data changed, and a pod that restarted or was
-// replaced other than by a drain of its node (drained names the nodes the
-// step drained).
+// object gone, the volume's data changed, a pod replaced other than by a drain
+// of its node (drained names the nodes the step drained), and a pod that
+// restarted, drained node or not (a drain leaves a DaemonSet's pods).
 func Compare(before, after State, drained []string) []string {
 	var problems []string
 	for _, o := range before.Objects {
@@ -276,11 +276,11 @@ func Compare(before, after State, drained []string) []string {
 	}
 	for _, name := range slices.Sorted(maps.Keys(before.Pods)) {
 		b := before.Pods[name]
-		if slices.Contains(drained, b.Node) {
-			continue
-		}
 		a, ok := after.Pods[name]
 		switch {
+		case slices.Contains(drained, b.Node) && (!ok || a.UID != b.UID):
+			// Evicted by the drain; a pod the drain leaves (a DaemonSet's) must
+			// not restart.
 		case !ok:
 			problems = append(problems, fmt.Sprintf("pod %s on %s is gone, and its node was not drained", name, b.Node))
 		case a.UID != b.UID:
