@@ -265,7 +265,11 @@ func (r *reporter) run(ctx context.Context) {
 // reportOnce waits a random delay when some use is missing, then writes the
 // uses that are still missing, in an order of its own: instances whose
 // delays ended together then write different Features first, and each finds
-// some of its others written by the others.
+// some of its others written by the others. What changes what a Feature says
+// (an entry missing, the instance moved to another value) is written before
+// the joins of samples, which only restore a sample's redundancy: a pass of a
+// kube-apiserver may join the samples of all its Features, hundreds of writes,
+// and the report of a changed value must not wait behind them.
 func (r *reporter) reportOnce(ctx context.Context) error {
 	if len(r.missing()) == 0 {
 		return nil
@@ -275,6 +279,19 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 	}
 	missing := r.missing()
 	r.shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
+	joins := map[Use]bool{}
+	for _, use := range missing {
+		joins[use] = r.joins(use)
+	}
+	slices.SortStableFunc(missing, func(a, b Use) int {
+		switch {
+		case joins[a] == joins[b]:
+			return 0
+		case joins[b]:
+			return -1
+		}
+		return 1
+	})
 	var errs []error
 	for _, use := range missing {
 		if err := r.write(ctx, use); err != nil {
@@ -379,6 +396,17 @@ func (r *reporter) fillBound() time.Duration {
 		return r.opts.MaxDelay
 	}
 	return r.opts.FillInterval
+}
+
+// joins reports whether writing the use would only add this instance to the
+// sample of an entry that reports its value already.
+func (r *reporter) joins(use Use) bool {
+	f, err := r.lister.Features(r.opts.Namespace).Get(objectName(use))
+	if err != nil || r.namedElsewhere(f, use) >= 0 {
+		return false
+	}
+	i := r.entry(f, use)
+	return i >= 0 && !slices.Contains(f.Status.Uses[i].Instances, r.opts.Instance)
 }
 
 // renewalDue reports whether an entry was last reported RenewInterval ago or

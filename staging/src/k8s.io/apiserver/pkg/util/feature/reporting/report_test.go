@@ -450,6 +450,38 @@ func TestReportWritesInAnOrderOfItsOwn(t *testing.T) {
 	}
 }
 
+// A report that changes what a Feature says is written before the joins of
+// samples that already report the instance's value: a kube-apiserver joins the
+// samples of all its Features in one pass, and a changed value waited behind
+// those writes (TestLifecycleHarness, under make test).
+func TestReportWritesValuesBeforeJoins(t *testing.T) {
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("feature-%02d", i))
+	}
+	for seed := range 5 {
+		server, client, lister := newFakeServer(0, names...)
+		for _, name := range names {
+			if name == "feature-07" {
+				continue // no entry: the instance's value is not reported yet
+			}
+			f := server.features[name]
+			f.Status.Uses = []featuresv1alpha1.FeatureUse{{Component: "kubelet", Value: true, Instances: []string{"node-0"}, BinaryVersion: "1.36", EmulationVersion: "1.36"}}
+			_ = server.indexer.Update(f.DeepCopy())
+		}
+		opts := testOptions("node-1")
+		opts.AllFeatures = true
+		r := newReporter(manyFeaturesGate(t, len(names), true), client.FeaturesV1alpha1().Features("kube-system"), lister, opts)
+		r.shuffle = rand.New(rand.NewPCG(uint64(seed), 2)).Shuffle
+		if err := r.reportOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(server.appliedTo) != len(names) || server.appliedTo[0] != "feature-07" {
+			t.Errorf("seed %d: wrote %v; want feature-07, whose entry is missing, first, then the 19 joins", seed, server.appliedTo)
+		}
+	}
+}
+
 // Among n instances that draw suppressionDelays, those whose delay ends
 // within the first write's way to the caches of the others (here a thirtieth
 // of the delay's bound: 1 s of MaxDelay) are the ones that race it and lose a
