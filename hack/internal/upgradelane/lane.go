@@ -120,13 +120,8 @@ func (l *Lane) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		found := Compare(before, after, step.drained)
 		counts := prober.Counts(step.name)
-		// The PodDisruptionBudget keeps two of three web pods serving: no
-		// request may fail.
-		if counts.Failed > 0 {
-			found = append(found, fmt.Sprintf("%d of %d requests to the Service failed: %s", counts.Failed, counts.Sent, strings.Join(counts.Errors, "; ")))
-		}
+		found := append(Compare(before, after, step.drained), counts.problems()...)
 		l.logf("== %s: %v, %d requests to the Service, %d failed; %d problems", step.name, time.Since(start).Round(time.Second), counts.Sent, counts.Failed, len(found))
 		for _, p := range found {
 			l.logf("   %s", p)

@@ -22,6 +22,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -45,6 +46,19 @@ type Prober struct {
 type Counts struct {
 	Sent, Failed int
 	Errors       []string
+}
+
+// problems says what a step's requests show: the PodDisruptionBudget keeps two
+// of three web pods serving, so no request may fail; and a step the prober sent
+// nothing in was not probed at all.
+func (c Counts) problems() []string {
+	switch {
+	case c.Sent == 0:
+		return []string{"the prober sent no request to the Service during the step"}
+	case c.Failed > 0:
+		return []string{fmt.Sprintf("%d of %d requests to the Service failed: %s", c.Failed, c.Sent, strings.Join(c.Errors, "; "))}
+	}
+	return nil
 }
 
 // maxErrors is how many failures a step keeps the error of.

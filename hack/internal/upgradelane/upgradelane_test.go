@@ -96,3 +96,16 @@ func TestProberCountsPerStep(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// A step passes the prober's check only when requests were sent and none failed.
+func TestCountsProblems(t *testing.T) {
+	if got := (Counts{}).problems(); len(got) != 1 || !strings.Contains(got[0], "no request") {
+		t.Errorf("a step without requests: %v", got)
+	}
+	if got := (Counts{Sent: 10, Failed: 1, Errors: []string{"refused"}}).problems(); len(got) != 1 || !strings.Contains(got[0], "1 of 10") {
+		t.Errorf("a step with a failure: %v", got)
+	}
+	if got := (Counts{Sent: 10}).problems(); len(got) != 0 {
+		t.Errorf("a step with every request answered: %v", got)
+	}
+}
