@@ -279,21 +279,16 @@ func (r *reporter) reportOnce(ctx context.Context) error {
 	}
 	missing := r.missing()
 	r.shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
-	joins := map[Use]bool{}
+	var changes, joins []Use
 	for _, use := range missing {
-		joins[use] = r.joins(use)
-	}
-	slices.SortStableFunc(missing, func(a, b Use) int {
-		switch {
-		case joins[a] == joins[b]:
-			return 0
-		case joins[b]:
-			return -1
+		if r.joins(use) {
+			joins = append(joins, use)
+		} else {
+			changes = append(changes, use)
 		}
-		return 1
-	})
+	}
 	var errs []error
-	for _, use := range missing {
+	for _, use := range append(changes, joins...) {
 		if err := r.write(ctx, use); err != nil {
 			errs = append(errs, err)
 		}
