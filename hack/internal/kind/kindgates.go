@@ -191,6 +191,15 @@ func (k *Kind) KindSetGates(ctx context.Context, gates map[string]bool) error {
 	if err != nil {
 		return err
 	}
+	// A component refuses a gate it does not know and stops: check them all
+	// before changing anything.
+	metrics, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("reading kube-apiserver's feature gates from /metrics: %w", err)
+	}
+	if unknown := unknownGates(string(metrics), gates); len(unknown) > 0 {
+		return fmt.Errorf("kube-apiserver does not know the gates %s (kubernetes_feature_enabled in its /metrics): nothing was changed", strings.Join(unknown, ", "))
+	}
 	if err := k.updateConfigMap(ctx, client, "kubeadm-config", "ClusterConfiguration", func(data string) (string, error) {
 		return setClusterConfigurationGates(data, gates)
 	}); err != nil {
@@ -219,6 +228,30 @@ func (k *Kind) KindSetGates(ctx context.Context, gates map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// unknownGates returns, sorted, the gates that the metrics text does not list
+// in kubernetes_feature_enabled, the metric every component's feature gate
+// exports for each gate it knows.
+func unknownGates(metrics string, gates map[string]bool) []string {
+	known := map[string]bool{}
+	for line := range strings.Lines(metrics) {
+		rest, ok := strings.CutPrefix(line, "kubernetes_feature_enabled{")
+		if !ok {
+			continue
+		}
+		if _, after, ok := strings.Cut(rest, `name="`); ok {
+			name, _, _ := strings.Cut(after, `"`)
+			known[name] = true
+		}
+	}
+	var unknown []string
+	for _, name := range slices.Sorted(maps.Keys(gates)) {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	return unknown
 }
 
 // kindNodes returns the cluster's control planes, then its workers, each

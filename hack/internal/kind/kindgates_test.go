@@ -154,3 +154,17 @@ spec:
 		t.Error("a manifest with a field the Pod does not have was rewritten without it")
 	}
 }
+
+// A gate kube-apiserver does not know is refused before anything changes.
+func TestUnknownGatesAreTheOnesTheMetricsDoNotList(t *testing.T) {
+	metrics := `# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.
+# TYPE kubernetes_feature_enabled gauge
+kubernetes_feature_enabled{name="BalloonPod",stage="ALPHA"} 1
+kubernetes_feature_enabled{name="FeatureLifecycle",stage="ALPHA"} 1
+apiserver_request_total{name="Typo"} 3
+`
+	got := unknownGates(metrics, map[string]bool{"BalloonPod": false, "Typo": true, "AlsoUnknown": false})
+	if want := []string{"AlsoUnknown", "Typo"}; !slices.Equal(got, want) {
+		t.Errorf("unknownGates = %v, want %v", got, want)
+	}
+}
