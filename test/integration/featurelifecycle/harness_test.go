@@ -74,7 +74,7 @@ func TestLifecycleHarness(t *testing.T) {
 				}
 			}
 
-			waitFor(t, featureClient, name, time.Minute, "On", func(f *featuresv1alpha1.Feature) bool {
+			waitFor(t, featureClient, name, stepWait, "On", func(f *featuresv1alpha1.Feature) bool {
 				return f.Status.State == featuresv1alpha1.FeatureStateOn
 			})
 			for taskName, exercise := range exercises {
@@ -87,7 +87,7 @@ func TestLifecycleHarness(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, feature, false)
 			heldSince := map[string]time.Time{}
 			released := map[string]bool{}
-			f := waitFor(t, featureClient, name, time.Minute, "Off", func(f *featuresv1alpha1.Feature) bool {
+			f := waitFor(t, featureClient, name, stepWait, "Off", func(f *featuresv1alpha1.Feature) bool {
 				if f.Status.State == featuresv1alpha1.FeatureStateOff {
 					return true
 				}

@@ -45,6 +45,12 @@ const (
 	renewPeriod = time.Second
 	// usesWait is WaitForUses' wait in the tests.
 	usesWait = 2 * time.Second
+	// stepWait bounds each step the tests wait for. A step takes seconds on
+	// an idle machine; under make test the tests share 2 cores with builds
+	// and clusters, where a transition under two leaders took over a minute
+	// (2026-11-29). The bound is for a step that never comes, not a speed
+	// target.
+	stepWait = 3 * time.Minute
 )
 
 // fastLifecycle shortens the server flow's periods for the test.

@@ -357,6 +357,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 
 	key, known := c.known[name]
+	mixed := mixedVersions(c.liveMembers())
 	f, err := c.features.Features(c.cfg.Namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err) && known:
@@ -365,12 +366,15 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, nil
 	case err != nil:
 		return 0, err
+	case len(mixed) > 0 && (!known || f.Spec.FeatureName != string(key)):
+		// A feature of another version's servers, while they still run.
+		return 0, nil
 	case !known || f.Spec.FeatureName != string(key):
 		return 0, c.syncUnknown(ctx, f)
 	}
 
 	updated := f.DeepCopy()
-	c.reconcile(updated, key, now)
+	c.reconcile(updated, key, now, mixed)
 	if !statusEqual(&f.Status, &updated.Status) {
 		// Run the task on the written object in the same pass: two servers
 		// that both lead for a moment rewrite the announcer in turn, and the
@@ -391,7 +395,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// The watch event of the write queues the Feature again.
 		return 0, err
 	}
-	if len(updated.Status.Tasks) == 0 {
+	if len(updated.Status.Tasks) == 0 || len(mixed) > 0 {
+		// While versions are mixed a transition's tasks wait: a task chosen by
+		// one version's configuration would act while the other's runs.
 		return 0, nil
 	}
 	c.mu.Lock()

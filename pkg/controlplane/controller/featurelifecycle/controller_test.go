@@ -1043,3 +1043,190 @@ func (t *blockingTaskFor) AppliesTo(tr Transition) bool {
 func (t *blockingTaskFor) Run(ctx context.Context, tc *TaskContext) (Result, error) {
 	return NotYet("rewriting"), nil
 }
+
+// liveAPIServer adds another kube-apiserver's identity lease, renewed now.
+func (e *testEnv) liveAPIServer(name, binary, emulation string) {
+	e.t.Helper()
+	renewed := metav1.NewMicroTime(e.clock.Now())
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Annotations: versionAnnotations(binary, emulation)}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.refresh()
+}
+
+// renewLease renews another kube-apiserver's identity lease at the clock's time.
+func (e *testEnv) renewLease(name string) {
+	e.t.Helper()
+	lease, err := e.client.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(e.clock.Now()))
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.refresh()
+}
+
+// During an upgrade the old servers lead; a new server that runs a new
+// default reports the other value. Before the hold, the old leader restarted
+// a transition towards its own value, and ran its tasks, while servers of the
+// new version ran the feature.
+func TestNoTransitionStartsWhileVersionsAreMixed(t *testing.T) {
+	clean := &fakeTask{name: "CleanFoo", applies: TurnOff}
+	registry := NewRegistry(NewWaitForUses(0, 0))
+	registry.Register(foo, clean)
+	e := newTestEnv(t, registry)
+	e.sync("foo")
+	e.sync("foo") // Off at first announcement
+	e.events("")
+	e.liveAPIServer("apiserver-new", "1.37.2", "1.37")
+	e.setUses("foo", e.use("kube-apiserver", false, "apiserver-a"), func() featuresv1alpha1.FeatureUse {
+		u := e.use("kube-apiserver", true, "apiserver-new")
+		u.BinaryVersion, u.EmulationVersion = "1.37", "1.37"
+		return u
+	}())
+	e.sync("foo")
+	f := e.get("foo")
+	if transitioning := condition(f, featuresv1alpha1.FeatureConditionTransitioning); f.Status.State != featuresv1alpha1.FeatureStateOff || len(f.Status.Tasks) != 0 ||
+		transitioning.Reason != "VersionsMixed" || !strings.Contains(transitioning.Message, "1.36, 1.37") || e.events("TransitionStarted") != 0 {
+		t.Fatalf("with a 1.37 server live: state %s, tasks %s, Transitioning %+v; want Off, no task, VersionsMixed", f.Status.State, taskNames(f), transitioning)
+	}
+	e.clock.Step(time.Minute) // the 1.37 server left
+	e.sync("foo")
+	f = e.get("foo")
+	if transitioning := condition(f, featuresv1alpha1.FeatureConditionTransitioning); f.Status.State != featuresv1alpha1.FeatureStateOff || len(f.Status.Tasks) != 0 || transitioning.Reason != "Stable" || clean.runs != 0 {
+		t.Errorf("after the 1.37 server left: state %s, tasks %s, Transitioning %+v, CleanFoo ran %d times; want Off, Stable, not run", f.Status.State, taskNames(f), transitioning, clean.runs)
+	}
+}
+
+// A rollback from 1.37, where Foo is on by default, to 1.36, where it is off:
+// the older servers lead at once, but the Feature keeps 1.37's announcement
+// until the last 1.37 server leaves, and then turns off without the feature's
+// own tasks, which would rewrite users' objects (as ClearPVCUnusedCondition
+// would on every PersistentVolumeClaim), but with the tasks of the downgrade.
+func TestARollbackToAnOlderDefaultRewritesNoObjects(t *testing.T) {
+	clean := &fakeTask{name: "CleanFoo", applies: TurnOff}
+	rewrite := &fakeTask{name: "RewriteFoo", applies: Downgrade, results: []Result{NotYet("rewriting")}}
+	registry := NewRegistry(NewWaitForUses(0, 0))
+	registry.Register(foo, clean, rewrite)
+	settled := func(previousDefault bool) *featuresv1alpha1.Feature {
+		return &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Foo"},
+			Status: featuresv1alpha1.FeatureStatus{State: featuresv1alpha1.FeatureStateOn, Default: ptr.To(previousDefault), ConfiguredValue: ptr.To(true), Announcer: "apiserver-new", BinaryVersion: "1.37", EmulationVersion: "1.37"}}
+	}
+	e := newTestEnv(t, registry, settled(true))
+	e.liveAPIServer("apiserver-new", "1.37.2", "1.37")
+	e.sync("foo")
+	f := e.get("foo")
+	if f.Status.State != featuresv1alpha1.FeatureStateOn || f.Status.BinaryVersion != "1.37" || f.Status.Announcer != "apiserver-new" || len(f.Status.Tasks) != 0 {
+		t.Fatalf("while a 1.37 server is live: state %s, binaryVersion %s, announcer %s, tasks %s; want 1.37's announcement, On, no task", f.Status.State, f.Status.BinaryVersion, f.Status.Announcer, taskNames(f))
+	}
+	e.clock.Step(time.Minute) // the last 1.37 server left
+	e.sync("foo")
+	f = e.get("foo")
+	if f.Status.State != featuresv1alpha1.FeatureStateTurningOff || taskNames(f) != "WaitForUses,RewriteFoo" || e.events("TasksSkipped") != 1 {
+		t.Fatalf("after the rollback: state %s, tasks %s; want TurningOff with WaitForUses,RewriteFoo and CleanFoo skipped", f.Status.State, taskNames(f))
+	}
+	for range 3 {
+		e.clock.Step(10 * time.Second)
+		e.sync("foo")
+	}
+	if f = e.get("foo"); clean.runs != 0 || rewrite.runs == 0 {
+		t.Errorf("CleanFoo ran %d times, RewriteFoo %d; want only RewriteFoo", clean.runs, rewrite.runs)
+	}
+
+	// A feature on by configuration, whose default did not change, turned off
+	// at the rollback by dropping the flag: the operator's transition, with
+	// its tasks.
+	e = newTestEnv(t, registry, settled(false))
+	e.sync("foo")
+	if f := e.get("foo"); f.Status.State != featuresv1alpha1.FeatureStateTurningOff || taskNames(f) != "WaitForUses,CleanFoo,RewriteFoo" {
+		t.Errorf("turned off by configuration at the rollback: state %s, tasks %s; want TurningOff with WaitForUses,CleanFoo,RewriteFoo", f.Status.State, taskNames(f))
+	}
+}
+
+// The rollback rule against its neighbours: an upgrade that turns a feature
+// on by its new default runs the feature's tasks; a rollback of the emulation
+// version alone is a rollback; a task of both the turn and the rollback runs
+// once, as the rollback's, and is not called skipped.
+func TestOnlyARollbackSkipsTheFeaturesTasks(t *testing.T) {
+	stored := func(name string, state featuresv1alpha1.FeatureState, def bool, binary, emulation string) *featuresv1alpha1.Feature {
+		return &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(name), Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: name},
+			Status: featuresv1alpha1.FeatureStatus{State: state, Default: ptr.To(def), ConfiguredValue: ptr.To(def), BinaryVersion: binary, EmulationVersion: emulation}}
+	}
+	for _, tc := range []struct {
+		name    string
+		feature *featuresv1alpha1.Feature
+		tasks   string
+		skipped int
+	}{{
+		name:    "an upgrade to a release where Bar is on by default",
+		feature: stored("Bar", featuresv1alpha1.FeatureStateOff, false, "1.34", "1.34"),
+		tasks:   "WaitForUses,PrepareBar,MigrateBar",
+	}, {
+		name:    "a rollback of the emulation version from 1.37, where Foo is on by default",
+		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.36", "1.37"),
+		tasks:   "WaitForUses",
+		skipped: 1,
+	}, {
+		name:    "a rollback of the binary with a task of both the turn and the rollback",
+		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.37", "1.37"),
+		tasks:   "WaitForUses,RewriteFoo",
+		skipped: 1,
+	}, {
+		name:    "a rollback that drops the flag that turned Foo on",
+		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, false, "1.37", "1.37"),
+		tasks:   "WaitForUses,CleanFoo,RewriteFoo",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			registry := NewRegistry(NewWaitForUses(time.Hour, time.Hour))
+			registry.Register(bar, &fakeTask{name: "PrepareBar", applies: TurnOn}, &fakeTask{name: "MigrateBar", applies: Upgrade})
+			registry.Register(foo, &fakeTask{name: "CleanFoo", applies: TurnOff}, &blockingTaskFor{name: "RewriteFoo", transitions: []Transition{TurnOff, Downgrade}})
+			e := newTestEnv(t, registry, tc.feature)
+			e.sync(tc.feature.Name)
+			f := e.get(tc.feature.Name)
+			if taskNames(f) != tc.tasks || e.events("TasksSkipped") != tc.skipped {
+				t.Errorf("state %s, tasks %s; want %s and %d TasksSkipped", f.Status.State, taskNames(f), tc.tasks, tc.skipped)
+			}
+		})
+	}
+}
+
+// While versions are mixed nothing moves: a transition under way runs no
+// task (here, past its wait, a cleanup while a 1.37 server may run the
+// feature), version tasks of a transition under way are queued once the
+// versions agree, and a Feature only the other version knows is not marked
+// unknown.
+func TestATransitionWaitsWhileVersionsAreMixed(t *testing.T) {
+	clean := &fakeTask{name: "CleanFoo", applies: TurnOff, results: []Result{NotYet("cleaning"), NotYet("cleaning"), NotYet("cleaning")}}
+	migrate := &fakeTask{name: "MigrateFoo", applies: Upgrade}
+	registry := NewRegistry(NewWaitForUses(0, 0))
+	registry.Register(foo, clean, migrate)
+	turning := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Foo"},
+		Status: featuresv1alpha1.FeatureStatus{State: featuresv1alpha1.FeatureStateTurningOff, Default: ptr.To(false), ConfiguredValue: ptr.To(false), BinaryVersion: "1.35", EmulationVersion: "1.35",
+			Tasks: []featuresv1alpha1.FeatureTask{{Name: "CleanFoo"}}, Conditions: []metav1.Condition{{Type: featuresv1alpha1.FeatureConditionTransitioning, Status: metav1.ConditionTrue, Reason: "TurnOff"}}}}
+	newer := &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: "newer", Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: "Newer"}}
+	e := newTestEnv(t, registry, turning, newer)
+	e.liveAPIServer("apiserver-new", "1.37.2", "1.37")
+	for range 3 {
+		e.sync("foo")
+		e.sync("newer")
+		e.clock.Step(10 * time.Second)
+		e.renewLease("apiserver-new")
+	}
+	if f := e.get("foo"); clean.runs != 0 || taskNames(f) != "CleanFoo" || condition(f, featuresv1alpha1.FeatureConditionTransitioning).Message == "" {
+		t.Errorf("while a 1.37 server is live: CleanFoo ran %d times, tasks %s, Transitioning %+v; want no run and the reason", clean.runs, taskNames(f), condition(f, featuresv1alpha1.FeatureConditionTransitioning))
+	}
+	if v := e.get("newer").Status.UnknownSinceVersion; v != "" {
+		t.Errorf("a Feature the 1.37 server knows was marked unknown since %s while it ran", v)
+	}
+	e.clock.Step(time.Minute) // the 1.37 server left: its last renewal seen now
+	e.sync("foo")
+	e.clock.Step(time.Minute) // and no later one
+	e.sync("foo")
+	if f := e.get("foo"); clean.runs == 0 || taskNames(f) != "CleanFoo,MigrateFoo" {
+		t.Errorf("after the 1.37 server left: CleanFoo ran %d times, tasks %s; want it run and MigrateFoo queued", clean.runs, taskNames(f))
+	}
+}

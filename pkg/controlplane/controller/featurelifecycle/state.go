@@ -54,12 +54,21 @@ func statusEqual(a, b *featuresv1alpha1.FeatureStatus) bool {
 
 // reconcile brings the status of a Feature the binary knows up to date: what
 // the binary announces, the start of a transition, and the conditions. It
-// runs no task.
-func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time) {
+// runs no task. mixed are the versions the live kube-apiservers run, when
+// they run more than one.
+func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, mixed []string) {
 	s := &f.Status
+	if len(mixed) > 0 && s.State != "" {
+		c.holdWhileVersionsMixed(f, key, now, mixed)
+		return
+	}
 	spec := c.cfg.Gate.GetAll()[key]
 	configured := c.cfg.Gate.Values()[key]
 	versionChange := c.versionChange(s.BinaryVersion)
+	// A rollback of the emulation version alone, as upstream's compatibility
+	// versions roll back, is a rollback too.
+	rollback := versionChange == Downgrade || minorChange(s.EmulationVersion, c.cfg.EmulationVersion) == Downgrade
+	previousDefault, previousState := s.Default, s.State
 
 	s.Default = ptr.To(spec.Default)
 	s.Stage = stageOf(spec)
@@ -74,9 +83,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	if configured {
 		target, turning, transition = featuresv1alpha1.FeatureStateOn, featuresv1alpha1.FeatureStateTurningOn, TurnOn
 	}
-	disagreeing := disagreeingAPIServers(s.Uses, configured, names(c.liveMembers()))
-	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
-		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
+	disagreeing := c.setConfigurationAgreed(f, configured, now)
 
 	switch {
 	case s.State == "":
@@ -87,10 +94,25 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		// Turned the other way, flipped back mid-transition, or an apiserver
 		// still runs the old value: (re)start towards the configured value.
 		s.State = turning
+		tasks := c.cfg.Tasks.TasksFor(key, transition)
+		if rollback && followsDefault(previousDefault, previousState, configured, spec.Default) {
+			// A rollback must not rewrite users' objects: the state only
+			// follows the default of the release rolled back to, and the
+			// release left may come back. The feature's own tasks are left to
+			// an explicit transition; those that are also the rollback's
+			// version tasks run as such.
+			var skipped []Task
+			tasks, skipped = c.cfg.Tasks.waits(tasks)
+			skipped = slices.DeleteFunc(skipped, func(t Task) bool { return versionChange != "" && t.AppliesTo(versionChange) })
+			if len(skipped) > 0 {
+				c.recorder.Eventf(f, nil, "Normal", "TasksSkipped", string(transition), "%s follows the default of kube-apiserver %s emulating %s after a rollback; not run: %s",
+					f.Spec.FeatureName, s.BinaryVersion, s.EmulationVersion, strings.Join(taskNamesOf(taskEntries(skipped)), ", "))
+			}
+		}
 		// Version tasks still pending (a minor version changed) are kept after
 		// the new transition's tasks: data written by the previous release must
 		// still be migrated.
-		s.Tasks = appendNew(taskEntries(c.cfg.Tasks.TasksFor(key, transition)), c.pendingVersionTasks(key, s.Tasks)...)
+		s.Tasks = appendNew(taskEntries(tasks), c.pendingVersionTasks(key, s.Tasks)...)
 		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), "", "", "")
 		meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
 		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s is %s; tasks: %s", f.Spec.FeatureName, turning, strings.Join(taskNamesOf(s.Tasks), ", "))
@@ -98,16 +120,89 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	if len(s.Tasks) == 0 && s.State == target {
 		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, false, "", "", "Stable", "")
 	}
-	if versionChange != "" && (s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff) {
+	if versionChange != "" {
 		if tasks := c.cfg.Tasks.TasksFor(key, versionChange); len(tasks) > 0 {
 			// Each task once: during a rolling upgrade the announcer changes
 			// between old and new servers, and every change queues the tasks
-			// of its direction again.
+			// of its direction again. Queued whatever the state: the stored
+			// binary version is overwritten now, and the change is not seen
+			// again.
 			s.Tasks = appendNew(s.Tasks, taskEntries(tasks)...)
-			setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(versionChange), "", "", "")
+			if s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff {
+				setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(versionChange), "", "", "")
+			}
 		}
 	}
 	s.Owners = c.owners(s, key, versionChange)
+	c.setSafetyConditions(f, key, now)
+}
+
+// setConfigurationAgreed sets ConfigurationAgreed by the live kube-apiservers
+// that report a value other than configured, and returns them.
+func (c *Controller) setConfigurationAgreed(f *featuresv1alpha1.Feature, configured bool, now time.Time) []string {
+	disagreeing := disagreeingAPIServers(f.Status.Uses, configured, names(c.liveMembers()))
+	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
+		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
+	return disagreeing
+}
+
+// followsDefault reports whether a state change only follows a binary's
+// default: the flags leave the feature at this binary's default, which the
+// previously announced default was not, and the state was that previous
+// default.
+func followsDefault(previousDefault *bool, previousState featuresv1alpha1.FeatureState, configured, def bool) bool {
+	if configured != def || previousDefault == nil || *previousDefault == def {
+		return false
+	}
+	was := featuresv1alpha1.FeatureStateOff
+	if *previousDefault {
+		was = featuresv1alpha1.FeatureStateOn
+	}
+	return previousState == was
+}
+
+// mixedVersions returns the versions the live kube-apiservers run, sorted,
+// when they run more than one, and nil otherwise. A server whose lease carries
+// no versions runs no server flow and is not counted.
+func mixedVersions(members []member) []string {
+	versions := sets.New[string]()
+	for _, m := range members {
+		if m.binary == nil {
+			continue
+		}
+		v := fmt.Sprintf("%d.%d", m.binary.Major(), m.binary.Minor())
+		if m.emulation.Major() != m.binary.Major() || m.emulation.Minor() != m.binary.Minor() {
+			v = fmt.Sprintf("%s emulating %d.%d", v, m.emulation.Major(), m.emulation.Minor())
+		}
+		versions.Insert(v)
+	}
+	if versions.Len() < 2 {
+		return nil
+	}
+	return sets.List(versions)
+}
+
+// holdWhileVersionsMixed is reconcile while the kube-apiservers run different
+// versions: nothing moves. The servers of each version run their own
+// defaults, and either may be the one that stays, so no transition starts, no
+// version task is queued (sync runs no task meanwhile either), and the
+// announcement stays that of the version the Feature settled at, so that once
+// the versions agree the change of version is seen, and a state that only
+// follows another release's default is told from a configured one.
+// ConfigurationAgreed names the servers configured otherwise than that
+// announcement.
+func (c *Controller) holdWhileVersionsMixed(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, mixed []string) {
+	s := &f.Status
+	if s.ConfiguredValue != nil {
+		c.setConfigurationAgreed(f, *s.ConfiguredValue, now)
+	}
+	message := fmt.Sprintf("kube-apiservers run %s: nothing moves until they run one version", strings.Join(mixed, ", "))
+	if len(s.Tasks) == 0 && (s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff) {
+		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, false, "", "", "VersionsMixed", message)
+	} else if cond := meta.FindStatusCondition(s.Conditions, featuresv1alpha1.FeatureConditionTransitioning); cond != nil && cond.Status == metav1.ConditionTrue {
+		// A transition under way waits, and says why.
+		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, cond.Reason, message, "", "")
+	}
 	c.setSafetyConditions(f, key, now)
 }
 
@@ -137,11 +232,16 @@ func (c *Controller) owners(s *featuresv1alpha1.FeatureStatus, key featuregate.F
 // versionChange returns the version transition from the binary version
 // stored by the last announcer to this binary's, by minor version.
 func (c *Controller) versionChange(stored string) Transition {
+	return minorChange(stored, c.cfg.BinaryVersion)
+}
+
+// minorChange returns Upgrade or Downgrade when mine is a newer or older minor
+// version than stored, "" otherwise or when stored does not parse.
+func minorChange(stored string, mine *version.Version) Transition {
 	previous, err := version.ParseGeneric(stored)
 	if err != nil {
 		return ""
 	}
-	mine := c.cfg.BinaryVersion
 	switch {
 	case mine.Major() > previous.Major() || mine.Major() == previous.Major() && mine.Minor() > previous.Minor():
 		return Upgrade

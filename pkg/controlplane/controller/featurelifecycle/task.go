@@ -180,6 +180,19 @@ func (r *Registry) TasksFor(feature featuregate.Feature, t Transition) []Task {
 	return tasks
 }
 
+// waits splits tasks into the registry's wait for the uses, which writes no
+// other object, and the features' own tasks.
+func (r *Registry) waits(tasks []Task) (waits, others []Task) {
+	for _, task := range tasks {
+		if task.Name() == r.waitForUses.Name() {
+			waits = append(waits, task)
+		} else {
+			others = append(others, task)
+		}
+	}
+	return waits, others
+}
+
 // Task returns the named task of the feature, nil if there is none: a task
 // stored by a binary that knew it, then read by one that does not.
 func (r *Registry) Task(feature featuregate.Feature, name string) Task {
