@@ -175,13 +175,39 @@ func specResults(r io.Reader) (map[string]string, error) {
 	return results, nil
 }
 
-// parity writes the counts of two runs of the same suite side by side, pristine
-// upstream's and the fork's, then every spec whose results differ and every failed
-// spec, and returns how many specs fail the run: those pristine passed and the fork
-// did not (the regressions), and those that failed on either side and are not
-// blocked by the environment (a spec only the fork has, say, or one that fails on
-// both sides because both clusters are broken the same way).
-func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) int {
+// pristineFork are the sides of a parity run: the baseline, pristine upstream,
+// and the fork compared with it.
+var pristineFork = [2]string{"pristine", "fork"}
+
+// paritySides orders two sides of a run as parity compares them: pristine is the
+// baseline of the fork, and a fresh fork cluster of the upgraded one (make
+// kind-upgrade's cluster, which must not regress from a cluster created at the
+// fork).
+func paritySides(sides []string) [2]string {
+	order := []string{"pristine", "fork", "upgraded"}
+	a, b := sides[0], sides[1]
+	if slices.Index(order, b) < slices.Index(order, a) {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// sideName names a side in prose.
+func sideName(side string) string {
+	if side == "pristine" {
+		return side
+	}
+	return "the " + side
+}
+
+// parity writes the counts of two runs of the same suite side by side, the
+// baseline's (names[0]: pristine upstream's, say) and the compared side's
+// (names[1]: the fork's), then every spec whose results differ and every failed
+// spec, and returns how many specs fail the run: those the baseline passed and
+// the other did not (the regressions), and those that failed on either side and
+// are not blocked by the environment (a spec only the fork has, say, or one that
+// fails on both sides because both clusters are broken the same way).
+func parity(w io.Writer, names [2]string, pristine, fork map[string]string, blocked blockList) int {
 	count := func(results map[string]string, result string) int {
 		n := 0
 		for _, r := range results {
@@ -191,7 +217,7 @@ func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) in
 		}
 		return n
 	}
-	fmt.Fprintf(w, "%-10s %9s %9s\n", "", "pristine", "fork")
+	fmt.Fprintf(w, "%-10s %9s %9s\n", "", names[0], names[1])
 	for _, r := range []string{specPassed, specFailed} {
 		fmt.Fprintf(w, "%-10s %9d %9d\n", r, count(pristine, r), count(fork, r))
 	}
@@ -201,23 +227,23 @@ func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) in
 		}
 		return specAbsent
 	}
-	names := slices.Sorted(maps.Keys(pristine))
+	specs := slices.Sorted(maps.Keys(pristine))
 	for name := range fork {
 		if _, ok := pristine[name]; !ok {
-			names = append(names, name)
+			specs = append(specs, name)
 		}
 	}
-	slices.Sort(names)
+	slices.Sort(specs)
 	regressions, differ, failing, blockedSpecs := 0, 0, 0, 0
 	var failed []string
-	for _, name := range names {
+	for _, name := range specs {
 		p, f := result(pristine, name), result(fork, name)
 		var sides []string
 		if p == specFailed {
-			sides = append(sides, "pristine")
+			sides = append(sides, names[0])
 		}
 		if f == specFailed {
-			sides = append(sides, "fork")
+			sides = append(sides, names[1])
 		}
 		regression := p == specPassed && f != specPassed
 		bad := regression
@@ -237,7 +263,7 @@ func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) in
 			continue
 		}
 		if differ == 0 {
-			fmt.Fprintln(w, "specs whose results differ (pristine -> fork):")
+			fmt.Fprintf(w, "specs whose results differ (%s -> %s):\n", names[0], names[1])
 		}
 		differ++
 		mark := ""
@@ -253,12 +279,12 @@ func parity(w io.Writer, pristine, fork map[string]string, blocked blockList) in
 			fmt.Fprintln(w, line)
 		}
 	}
-	fmt.Fprintf(w, "%d specs differ, %d regressions (passed on pristine, not on the fork), %d failing the run, %d blocked by the environment\n",
-		differ, regressions, failing, blockedSpecs)
+	fmt.Fprintf(w, "%d specs differ, %d regressions (passed on %s, not on %s), %d failing the run, %d blocked by the environment\n",
+		differ, regressions, sideName(names[0]), sideName(names[1]), failing, blockedSpecs)
 	return failing
 }
 
-func parityFiles(w io.Writer, pristineFile, forkFile string, blocked blockList) (int, error) {
+func parityFiles(w io.Writer, names [2]string, pristineFile, forkFile string, blocked blockList) (int, error) {
 	var sides [2]map[string]string
 	for i, name := range []string{pristineFile, forkFile} {
 		f, err := os.Open(name)
@@ -271,7 +297,7 @@ func parityFiles(w io.Writer, pristineFile, forkFile string, blocked blockList) 
 			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return parity(w, sides[0], sides[1], blocked), nil
+	return parity(w, names, sides[0], sides[1], blocked), nil
 }
 
 // e2eRun judges a make kind-e2e run: for each pass, the reports of the sides in
@@ -305,8 +331,9 @@ func e2eRun(w io.Writer, dir string, sides, passes []string, blocked blockList) 
 			continue
 		}
 		if len(sides) == 2 {
-			fmt.Fprintf(w, "== the %s pass: %s and %s, spec by spec\n", pass, sides[0], sides[1])
-			failing, err := parityFiles(w, reports["pristine"], reports["fork"], blocked)
+			names := paritySides(sides)
+			fmt.Fprintf(w, "== the %s pass: %s and %s, spec by spec\n", pass, names[0], names[1])
+			failing, err := parityFiles(w, names, reports[names[0]], reports[names[1]], blocked)
 			if err != nil {
 				return true, err
 			}

@@ -56,7 +56,7 @@ func TestParityNamesEverySpecThatDiffersAndCountsRegressions(t *testing.T) {
 	}
 	var out strings.Builder
 	blocked := blockList{{spec: regexpOf(t, "^both fail$"), reason: "no CAP_SYS_RESOURCE here"}}
-	if got := parity(&out, p, f, blocked); got != 3 {
+	if got := parity(&out, pristineFork, p, f, blocked); got != 3 {
 		t.Errorf("failing: got %d, want 3 (broken, skipped, and fixed on the fork but failed on pristine)\n%s", got, out.String())
 	}
 	want := []string{
@@ -88,7 +88,7 @@ func TestParityOfEqualRunsHasNoRegressions(t *testing.T) {
 	p, _ := specResults(strings.NewReader(report))
 	f, _ := specResults(strings.NewReader(report))
 	var out strings.Builder
-	if got := parity(&out, p, f, blockList{{spec: regexpOf(t, "^b$"), reason: "why"}}); got != 0 || !strings.Contains(out.String(), "0 specs differ, 0 regressions (passed on pristine, not on the fork), 0 failing the run, 1 blocked") {
+	if got := parity(&out, pristineFork, p, f, blockList{{spec: regexpOf(t, "^b$"), reason: "why"}}); got != 0 || !strings.Contains(out.String(), "0 specs differ, 0 regressions (passed on pristine, not on the fork), 0 failing the run, 1 blocked") {
 		t.Errorf("got %d failing:\n%s", got, out.String())
 	}
 }
@@ -100,7 +100,7 @@ func TestParityFailsOnFailuresBothSidesShare(t *testing.T) {
 	p, _ := specResults(strings.NewReader(report))
 	f, _ := specResults(strings.NewReader(report))
 	var out strings.Builder
-	if got := parity(&out, p, f, nil); got != 1 || !strings.Contains(out.String(), "  FAILED on pristine and fork: [It] [sig-network] pods reach each other") {
+	if got := parity(&out, pristineFork, p, f, nil); got != 1 || !strings.Contains(out.String(), "  FAILED on pristine and fork: [It] [sig-network] pods reach each other") {
 		t.Errorf("got %d failing, want 1:\n%s", got, out.String())
 	}
 }
@@ -111,7 +111,7 @@ func TestParityFailsOnAFailingForkOnlySpec(t *testing.T) {
 	p, _ := specResults(strings.NewReader(junitReport(`<testcase name="[It] a"></testcase>`)))
 	f, _ := specResults(strings.NewReader(junitReport(`<testcase name="[It] a"></testcase><testcase name="[It] [Feature:BalloonPod] ours"><failure message="x"/></testcase>`)))
 	var out strings.Builder
-	if got := parity(&out, p, f, nil); got != 1 || !strings.Contains(out.String(), "absent -> failed: [It] [Feature:BalloonPod] ours") {
+	if got := parity(&out, pristineFork, p, f, nil); got != 1 || !strings.Contains(out.String(), "absent -> failed: [It] [Feature:BalloonPod] ours") {
 		t.Errorf("got %d failing, want 1:\n%s", got, out.String())
 	}
 }
@@ -201,6 +201,12 @@ func TestKindE2ERun(t *testing.T) {
 		{"a serial pass whose focus selects nothing", map[string]string{"fork/parallel": pass, "pristine/parallel": pass, "fork/serial": skipped, "pristine/serial": skipped},
 			[]string{"fork", "pristine"}, []string{"parallel", "serial"}, true, "FAILED: the fork side's serial pass ran no spec: its focus selects none"},
 		{"one side, nothing selected", map[string]string{"fork/run": skipped}, []string{"fork"}, []string{"run"}, true, "FAILED: the fork side's run pass ran no spec"},
+		// make kind-upgrade's cluster against a fresh fork cluster: the fresh
+		// one is the baseline, whichever order the sides are named in.
+		{"the upgraded cluster regresses from a fresh fork", map[string]string{"fork/parallel": pass + `<testcase name="[It] c"></testcase>`, "upgraded/parallel": pass + `<testcase name="[It] c"><failure message="x"/></testcase>`},
+			[]string{"upgraded", "fork"}, []string{"parallel"}, true, "passed -> failed REGRESSION: [It] c"},
+		{"the upgraded cluster as a fresh fork", map[string]string{"fork/parallel": pass, "upgraded/parallel": pass},
+			[]string{"fork", "upgraded"}, []string{"parallel"}, false, "0 specs differ, 0 regressions (passed on the fork, not on the upgraded), 0 failing the run"},
 	} {
 		dir := t.TempDir()
 		for where, cases := range tc.reports {

@@ -189,19 +189,14 @@ func (c *counts) mergeReruns(first, reruns []event) []event {
 	if len(flaky) == 0 {
 		return first
 	}
-	output := map[test]*strings.Builder{}
+	output := outputs{}
 	stillFailing := map[string]bool{}
 	var merged []event
 	for _, e := range first {
 		t := test{e.Package, rootTest(e.Test)}
 		if e.Test != "" && flaky[t] {
 			if e.Action == "output" {
-				if output[t] == nil {
-					output[t] = &strings.Builder{}
-				}
-				if output[t].Len() < 8192 {
-					output[t].WriteString(e.Output)
-				}
+				output.add(t.pkg+" "+t.root, e.Output)
 			}
 			continue
 		}
@@ -233,7 +228,7 @@ func (c *counts) mergeReruns(first, reruns []event) []event {
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i].pkg+" "+names[i].root < names[j].pkg+" "+names[j].root })
 	for _, t := range names {
-		c.flaky = append(c.flaky, fmt.Sprintf("--- FLAKY: %s %s (failed, then passed when rerun on its own)\n%s", t.pkg, t.root, text(output[t])))
+		c.flaky = append(c.flaky, fmt.Sprintf("--- FLAKY: %s %s (failed, then passed when rerun on its own)\n%s", t.pkg, t.root, output[t.pkg+" "+t.root]))
 	}
 	return kept
 }
@@ -241,7 +236,7 @@ func (c *counts) mergeReruns(first, reruns []event) []event {
 // add counts the events of one stream.
 func (c *counts) add(events []event) {
 	// Output collected per package and test, to show with a failure.
-	output := map[string]*strings.Builder{}
+	output := outputs{}
 	testFailedIn := map[string]bool{}
 	// The tests of each package that started and have not ended, and the
 	// panic each printed: a test binary that times out or crashes ends the
@@ -258,14 +253,7 @@ func (c *counts) add(events []event) {
 		case "run":
 			running[e.Package] = append(running[e.Package], e.Test)
 		case "output":
-			b := output[key]
-			if b == nil {
-				b = &strings.Builder{}
-				output[key] = b
-			}
-			if b.Len() < 8192 {
-				b.WriteString(e.Output)
-			}
+			output.add(key, e.Output)
 			if panics[key] == nil && strings.HasPrefix(e.Output, "panic: ") {
 				panics[key] = &panicText{}
 			}
@@ -284,18 +272,18 @@ func (c *counts) add(events []event) {
 			if e.Test != "" {
 				c.failed++
 				testFailedIn[e.Package] = true
-				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s %s\n%s", e.Package, e.Test, text(output[key])))
+				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s %s\n%s", e.Package, e.Test, output[key]))
 			} else if !testFailedIn[e.Package] {
 				// A package that fails without a failing test did not build or crashed.
 				c.failed++
 				var unended strings.Builder
 				for _, t := range running[e.Package] {
-					fmt.Fprintf(&unended, "--- %s did not end; its output:\n%s", t, text(output[e.Package+" "+t]))
-					if p := panics[e.Package+" "+t]; p != nil && p.text.Len() > 0 && !strings.Contains(text(output[e.Package+" "+t]), p.text.String()) {
+					fmt.Fprintf(&unended, "--- %s did not end; its output:\n%s", t, output[e.Package+" "+t].String())
+					if p := panics[e.Package+" "+t]; p != nil && p.text.Len() > 0 && !strings.Contains(output[e.Package+" "+t].String(), p.text.String()) {
 						fmt.Fprintf(&unended, "...\n%s", p.text.String())
 					}
 				}
-				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s (package)\n%s%s", e.Package, text(output[key]), unended.String()))
+				c.failures = append(c.failures, fmt.Sprintf("--- FAIL: %s (package)\n%s%s", e.Package, output[key], unended.String()))
 			}
 		}
 	}
@@ -320,13 +308,6 @@ func (p *panicText) add(line string) {
 	case p.started && p.text.Len() < 4096:
 		p.text.WriteString(line)
 	}
-}
-
-func text(b *strings.Builder) string {
-	if b == nil {
-		return ""
-	}
-	return b.String()
 }
 
 // record writes a check that is not a Go test as `go test -json` events.
@@ -407,7 +388,7 @@ func e2eReports(w io.Writer, cmd string, args []string) (bool, error) {
 		if len(files) != 2 {
 			return false, errors.New("usage: testsummary parity [-blocked FILE] PRISTINE FORK")
 		}
-		failing, err := parityFiles(w, files[0], files[1], blocked)
+		failing, err := parityFiles(w, pristineFork, files[0], files[1], blocked)
 		return failing > 0, err
 	}
 	if len(files) != 1 {

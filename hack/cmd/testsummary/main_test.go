@@ -17,6 +17,8 @@ limitations under the License.
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +49,47 @@ func TestCountsTestsAndBuildFailures(t *testing.T) {
 	all := strings.Join(c.failures, "")
 	if !strings.Contains(all, "TestBad") || !strings.Contains(all, "boom") || !strings.Contains(all, "example.io/broken (package)") {
 		t.Errorf("failures:\n%s", all)
+	}
+}
+
+// A test that starts servers in its process prints their logs between its own
+// lines: its failure shows what it reported, however long the logs before it.
+func TestAFailureShowsTheTestsOwnLinesAfterLongLogs(t *testing.T) {
+	outputLine := func(output string) string {
+		b, err := json.Marshal(event{Action: "output", Package: "example.io/a", Test: "TestServers", Output: output})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	lines := []string{outputLine("=== RUN   TestServers\n")}
+	for i := range 200 {
+		lines = append(lines, outputLine(fmt.Sprintf("I1129 10:48:19.%06d    6755 handler.go:309] Adding GroupVersion %d to ResourceManager\n", i, i)))
+	}
+	lines = append(lines,
+		outputLine("    servers_test.go:183: the leader wrote after the lease expired:\n"),
+		outputLine("          +1.2s MODIFIED TurningOff by apiserver-a\n"),
+		outputLine("    feature_gate.go:170: I1129 10:48:20.0] Updated featureGates\n"),
+		outputLine("I1129 10:48:21.000000    6755 handler.go:309] more server logs\n"),
+		outputLine("--- FAIL: TestServers (63.15s)\n"),
+		`{"Action":"fail","Package":"example.io/a","Test":"TestServers"}`,
+	)
+	var c counts
+	if err := c.read(strings.NewReader(strings.Join(lines, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.failures) != 1 {
+		t.Fatalf("failures: %q", c.failures)
+	}
+	shown := c.failures[0]
+	for _, want := range []string{"servers_test.go:183: the leader wrote after the lease expired", "+1.2s MODIFIED TurningOff by apiserver-a", "=== RUN   TestServers"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the failure does not show %q:\n%s", want, shown)
+		}
+	}
+	own, _, found := strings.Cut(shown, "its output from the start")
+	if !found || strings.Contains(own, "feature_gate.go") || strings.Contains(own, "more server logs") {
+		t.Errorf("want the test's own lines first, without log lines:\n%s", own)
 	}
 }
 

@@ -80,7 +80,7 @@ func (c *counts) checkSteps(steps []step, dir string, ci bool) error {
 			return err
 		}
 		var results, skips []event
-		output := map[string]*strings.Builder{}
+		output := outputs{}
 		for _, e := range events {
 			switch e.Action {
 			case "pass", "fail", "skip":
@@ -89,11 +89,7 @@ func (c *counts) checkSteps(steps []step, dir string, ci bool) error {
 					skips = append(skips, e)
 				}
 			case "output":
-				key := e.Package + " " + e.Test
-				if output[key] == nil {
-					output[key] = &strings.Builder{}
-				}
-				output[key].WriteString(e.Output)
+				output.add(e.Package+" "+e.Test, e.Output)
 			}
 		}
 		if len(results) == 0 {
@@ -104,7 +100,7 @@ func (c *counts) checkSteps(steps []step, dir string, ci bool) error {
 			continue
 		}
 		for _, e := range skips {
-			c.fail(fmt.Sprintf("--- FAIL: %s %s skipped itself under CI (step %q must run):\n%s", e.Package, e.Test, s.name, text(output[e.Package+" "+e.Test])))
+			c.fail(fmt.Sprintf("--- FAIL: %s %s skipped itself under CI (step %q must run):\n%s", e.Package, e.Test, s.name, output[e.Package+" "+e.Test]))
 		}
 	}
 	return nil
