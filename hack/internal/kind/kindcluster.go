@@ -91,8 +91,9 @@ func (k *Kind) KindPath(elem ...string) string { return k.kindPath(elem...) }
 
 // KindUp creates the kind cluster from the node image and config (build/kind), unless
 // one exists that serves them (kindClusterStale; one that does not is deleted and
-// created again), loads and starts its pod network (build/kind/pod-network.yaml) and
-// waits until every node is Ready. The engine must run (StartEngine).
+// created again), loads and starts its pod network (build/kind/pod-network.yaml),
+// waits until every node is Ready and checks that pods reach this machine
+// (CheckPodEgress). The engine must run (StartEngine).
 func (k *Kind) KindUp(ctx context.Context, image, config string) error {
 	clusters, err := k.kindOutput(ctx, "get", "clusters")
 	if err != nil {
@@ -142,14 +143,22 @@ func (k *Kind) KindUp(ctx context.Context, image, config string) error {
 	if err := k.loadPodNetwork(ctx); err != nil {
 		return err
 	}
-	if err := k.loadBalloonAgent(ctx); err != nil {
+	if err := k.KindLoadBalloonAgent(ctx, k.c.Tree); err != nil {
 		return err
 	}
 	if err := k.kubectl(ctx, "apply", "-f", filepath.Join(k.root, "build", "kind", "pod-network.yaml")); err != nil {
 		return err
 	}
 	k.c.Logf("%-24s waiting for every node to be Ready", "kind cluster "+name)
-	return k.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m")
+	if err := k.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=5m"); err != nil {
+		return err
+	}
+	// A cluster kept from an earlier run gets the pod network's new pods one
+	// node at a time.
+	if err := k.kubectl(ctx, "rollout", "status", "daemonset/kind-pod-network", "-n", "kube-system", "--timeout=5m"); err != nil {
+		return err
+	}
+	return k.CheckPodEgress(ctx)
 }
 
 // kindNode is a node container of a kind cluster.
@@ -319,14 +328,24 @@ func (k *Kind) loadPodNetwork(ctx context.Context) error {
 	return k.kind(ctx, "load", "image-archive", archive, "--name", k.KindClusterName())
 }
 
-// loadBalloonAgent loads the node-balloon addon's resize agent, named as its
-// Deployment names it, into the nodes of a side whose release has it.
-func (k *Kind) loadBalloonAgent(ctx context.Context) error {
-	bin := filepath.Join(k.c.Bin, "kubectl-balloon")
-	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
+// KindLoadBalloonAgent loads the node-balloon addon's resize agent, named as its
+// Deployment in tree names it, into the nodes; nothing for a tree without it
+// (upstream's). The program is built from tree without cgo: the image has no
+// C library, and the kubectl-balloon of a test build (make test's, cgo and
+// -race) would not start in it.
+func (k *Kind) KindLoadBalloonAgent(ctx context.Context, tree string) error {
+	if _, err := os.Stat(filepath.Join(tree, "cmd", "kubectl-balloon")); errors.Is(err, fs.ErrNotExist) {
 		return nil // upstream's release
 	}
-	manifest := filepath.Join(k.c.Tree, "cluster", "addons", "node-balloon", "balloon-resizer-deployment.yaml")
+	work := k.kindPath("balloon-agent")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	bin, err := images.GoProgram{Pkg: "./cmd/kubectl-balloon", ModuleDir: tree}.Build(ctx, work)
+	if err != nil {
+		return err
+	}
+	manifest := filepath.Join(tree, "cluster", "addons", "node-balloon", "balloon-resizer-deployment.yaml")
 	data, err := os.ReadFile(manifest)
 	if err != nil {
 		return err
@@ -340,10 +359,6 @@ func (k *Kind) loadBalloonAgent(ctx context.Context) error {
 	}
 	img, err := images.BalloonAgentImage(bin)
 	if err != nil {
-		return err
-	}
-	work := k.kindPath("balloon-agent")
-	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
 	archive, err := writeArchive(work, deployment.Spec.Template.Spec.Containers[0].Image, img)

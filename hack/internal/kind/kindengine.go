@@ -107,6 +107,17 @@ func NewReleaseKind(root, release string, log io.Writer) *Kind {
 	return k
 }
 
+// NewUpgradedKind describes a release side's cluster after make kind-upgrade
+// took it to the fork: the release side's cluster and state (NewReleaseKind),
+// with the fork's binaries and tree, which its nodes run now and whose e2e
+// tests need their images.
+func NewUpgradedKind(root, release string, log io.Writer) *Kind {
+	k := NewReleaseKind(root, release, log)
+	k.c.Bin = filepath.Join(root, "_output", "bin")
+	k.c.Tree = filepath.Join(root, "_output", "kubernetes")
+	return k
+}
+
 // SideKinds describes every side whose cluster may be on the engine: the
 // pristine side, each release side that has a folder under
 // _output/kind/releases, then the fork's.
