@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	pathpkg "path"
 	"slices"
 	"strconv"
@@ -37,6 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 )
 
@@ -66,9 +69,9 @@ func ParseGates(s string) (map[string]bool, error) {
 	return gates, nil
 }
 
-// mergeGates returns the --feature-gates value of flag with gates set in it,
-// sorted by name as kubeadm writes it.
-func mergeGates(flag string, gates map[string]bool) (string, error) {
+// mergeGates returns the --feature-gates value of flag with gates set in it
+// and the gates of drop removed, sorted by name as kubeadm writes it.
+func mergeGates(flag string, gates map[string]bool, drop []string) (string, error) {
 	merged := map[string]bool{}
 	if flag != "" {
 		old, err := ParseGates(flag)
@@ -78,6 +81,9 @@ func mergeGates(flag string, gates map[string]bool) (string, error) {
 		maps.Copy(merged, old)
 	}
 	maps.Copy(merged, gates)
+	for _, name := range drop {
+		delete(merged, name)
+	}
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(merged)) {
 		parts = append(parts, fmt.Sprintf("%s=%t", name, merged[name]))
@@ -85,10 +91,49 @@ func mergeGates(flag string, gates map[string]bool) (string, error) {
 	return strings.Join(parts, ","), nil
 }
 
-// setClusterConfigurationGates sets the gates in the extraArgs of the control
-// plane's components in a kubeadm ClusterConfiguration (v1beta4: extraArgs is a
-// list of name and value), keeping every other field as it is.
-func setClusterConfigurationGates(data string, gates map[string]bool) (string, error) {
+// ClusterSettings are changes to a kubeadm cluster's configuration: feature
+// gates set in every component, gates dropped from every component (a release
+// refuses a gate it does not know, even one set false), and kube-apiserver's
+// --runtime-config (nil leaves it, "" drops the flag).
+type ClusterSettings struct {
+	Gates         map[string]bool
+	DropGates     []string
+	RuntimeConfig *string
+}
+
+// SeriesSettings returns the settings the series' kind configuration (the
+// file at config, build/kind/cluster.yaml) gives the cluster it creates: its
+// featureGates and runtimeConfig, as kind passes them to kubeadm.
+func SeriesSettings(config string) (ClusterSettings, error) {
+	data, err := os.ReadFile(config)
+	if err != nil {
+		return ClusterSettings{}, err
+	}
+	var cluster kindv1alpha4.Cluster
+	if err := yaml.UnmarshalStrict(data, &cluster); err != nil {
+		return ClusterSettings{}, fmt.Errorf("%s: %w", config, err)
+	}
+	var apis []string
+	for _, api := range slices.Sorted(maps.Keys(cluster.RuntimeConfig)) {
+		apis = append(apis, api+"="+cluster.RuntimeConfig[api])
+	}
+	return ClusterSettings{Gates: cluster.FeatureGates, RuntimeConfig: ptr.To(strings.Join(apis, ","))}, nil
+}
+
+// Removed returns the settings that take these out of a cluster: their gates
+// dropped and the runtime-config they set removed.
+func (s ClusterSettings) Removed() ClusterSettings {
+	removed := ClusterSettings{DropGates: slices.Sorted(maps.Keys(s.Gates))}
+	if s.RuntimeConfig != nil {
+		removed.RuntimeConfig = ptr.To("")
+	}
+	return removed
+}
+
+// editClusterConfiguration applies the settings to the extraArgs of the
+// control plane's components in a kubeadm ClusterConfiguration (v1beta4:
+// extraArgs is a list of name and value), keeping every other field as it is.
+func editClusterConfiguration(data string, s ClusterSettings) (string, error) {
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
 		return "", fmt.Errorf("ClusterConfiguration: %w", err)
@@ -103,32 +148,58 @@ func setClusterConfigurationGates(data string, gates map[string]bool) (string, e
 			cfg[field] = component
 		}
 		args, _ := component["extraArgs"].([]any)
-		i := slices.IndexFunc(args, func(a any) bool {
-			arg, _ := a.(map[string]any)
-			return arg["name"] == "feature-gates"
-		})
-		old := ""
-		if i >= 0 {
-			old, _ = args[i].(map[string]any)["value"].(string)
-		}
-		value, err := mergeGates(old, gates)
+		old, _ := extraArg(args, "feature-gates")
+		value, err := mergeGates(old, s.Gates, s.DropGates)
 		if err != nil {
 			return "", fmt.Errorf("%s feature-gates: %w", field, err)
 		}
-		if i >= 0 {
-			args[i].(map[string]any)["value"] = value
-		} else {
-			args = append(args, map[string]any{"name": "feature-gates", "value": value})
+		args = setExtraArg(args, "feature-gates", value)
+		if field == "apiServer" && s.RuntimeConfig != nil {
+			args = setExtraArg(args, "runtime-config", *s.RuntimeConfig)
 		}
-		component["extraArgs"] = args
+		if len(args) == 0 {
+			delete(component, "extraArgs")
+		} else {
+			component["extraArgs"] = args
+		}
 	}
 	out, err := yaml.Marshal(cfg)
 	return string(out), err
 }
 
-// setKubeletConfigurationGates sets the gates in a KubeletConfiguration, keeping
-// every other field as it is.
-func setKubeletConfigurationGates(data []byte, gates map[string]bool) ([]byte, error) {
+// extraArg returns the value of the named argument of a v1beta4 extraArgs list.
+func extraArg(args []any, name string) (string, bool) {
+	for _, a := range args {
+		if arg, _ := a.(map[string]any); arg["name"] == name {
+			value, _ := arg["value"].(string)
+			return value, true
+		}
+	}
+	return "", false
+}
+
+// setExtraArg sets the named argument of a v1beta4 extraArgs list, or removes
+// it when value is empty.
+func setExtraArg(args []any, name, value string) []any {
+	i := slices.IndexFunc(args, func(a any) bool {
+		arg, _ := a.(map[string]any)
+		return arg["name"] == name
+	})
+	switch {
+	case value == "" && i >= 0:
+		return slices.Delete(args, i, i+1)
+	case value == "":
+		return args
+	case i >= 0:
+		args[i].(map[string]any)["value"] = value
+		return args
+	}
+	return append(args, map[string]any{"name": name, "value": value})
+}
+
+// editKubeletConfigurationGates sets the gates in a KubeletConfiguration and
+// removes those of drop, keeping every other field as it is.
+func editKubeletConfigurationGates(data []byte, gates map[string]bool, drop []string) ([]byte, error) {
 	var cfg map[string]any
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("KubeletConfiguration: %w", err)
@@ -143,8 +214,30 @@ func setKubeletConfigurationGates(data []byte, gates map[string]bool) ([]byte, e
 	for name, on := range gates {
 		featureGates[name] = on
 	}
-	cfg["featureGates"] = featureGates
+	for _, name := range drop {
+		delete(featureGates, name)
+	}
+	if len(featureGates) == 0 {
+		delete(cfg, "featureGates")
+	} else {
+		cfg["featureGates"] = featureGates
+	}
 	return yaml.Marshal(cfg)
+}
+
+// editClusterSettings applies the settings to the cluster's configuration,
+// the ClusterConfiguration in kubeadm-config and the KubeletConfiguration in
+// kubelet-config, which kubeadm init, join and upgrade read.
+func (k *Kind) editClusterSettings(ctx context.Context, client kubernetes.Interface, s ClusterSettings) error {
+	if err := k.updateConfigMap(ctx, client, "kubeadm-config", "ClusterConfiguration", func(data string) (string, error) {
+		return editClusterConfiguration(data, s)
+	}); err != nil {
+		return err
+	}
+	return k.updateConfigMap(ctx, client, "kubelet-config", "kubelet", func(data string) (string, error) {
+		out, err := editKubeletConfigurationGates([]byte(data), s.Gates, s.DropGates)
+		return string(out), err
+	})
 }
 
 // setManifestGates sets the gates in the --feature-gates flag of a static pod
@@ -163,7 +256,7 @@ func setManifestGates(data []byte, gates map[string]bool) ([]byte, *corev1.Pod, 
 	if i >= 0 {
 		old = strings.TrimPrefix(command[i], "--feature-gates=")
 	}
-	value, err := mergeGates(old, gates)
+	value, err := mergeGates(old, gates, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("static pod %s: %w", pod.Name, err)
 	}
@@ -200,15 +293,7 @@ func (k *Kind) KindSetGates(ctx context.Context, gates map[string]bool) error {
 	if unknown := unknownGates(string(metrics), gates); len(unknown) > 0 {
 		return fmt.Errorf("kube-apiserver does not know the gates %s (kubernetes_feature_enabled in its /metrics): nothing was changed", strings.Join(unknown, ", "))
 	}
-	if err := k.updateConfigMap(ctx, client, "kubeadm-config", "ClusterConfiguration", func(data string) (string, error) {
-		return setClusterConfigurationGates(data, gates)
-	}); err != nil {
-		return err
-	}
-	if err := k.updateConfigMap(ctx, client, "kubelet-config", "kubelet", func(data string) (string, error) {
-		out, err := setKubeletConfigurationGates([]byte(data), gates)
-		return string(out), err
-	}); err != nil {
+	if err := k.editClusterSettings(ctx, client, ClusterSettings{Gates: gates}); err != nil {
 		return err
 	}
 	nodes, err := k.kindNodes(ctx)
@@ -362,7 +447,7 @@ func (k *Kind) setKubeletGates(ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		return err
 	}
-	out, err := setKubeletConfigurationGates(data, gates)
+	out, err := editKubeletConfigurationGates(data, gates, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", node, path, err)
 	}
@@ -402,7 +487,8 @@ func (k *Kind) setKubeletGates(ctx context.Context, client kubernetes.Interface,
 	return nil
 }
 
-var featuresResource = schema.GroupVersionResource{Group: "features.k8s.io", Version: "v1alpha1", Resource: "features"}
+// FeaturesResource is the Feature API's resource.
+var FeaturesResource = schema.GroupVersionResource{Group: "features.k8s.io", Version: "v1alpha1", Resource: "features"}
 
 // KindWaitFeatures waits until the Feature of each gate in kube-system is On
 // or Off as the gate is set, logging every state and task list it passes
@@ -423,13 +509,13 @@ func (k *Kind) KindWaitFeatures(ctx context.Context, gates map[string]bool, time
 		done := true
 		for _, gate := range slices.Sorted(maps.Keys(gates)) {
 			name := strings.ToLower(gate)
-			f, err := client.Resource(featuresResource).Namespace(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+			f, err := client.Resource(FeaturesResource).Namespace(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				seen[name] = err.Error()
 				done = false
 				continue
 			}
-			state, tasks := featureProgress(f.Object)
+			state, tasks := FeatureProgress(f.Object)
 			if now := fmt.Sprintf("%s %v", state, tasks); now != seen[name] {
 				k.c.Logf("%s: %s after %v", name, now, time.Since(start).Round(time.Second))
 				seen[name] = now
@@ -445,9 +531,9 @@ func (k *Kind) KindWaitFeatures(ctx context.Context, gates map[string]bool, time
 	return nil
 }
 
-// featureProgress returns a Feature's status.state and the names of its
+// FeatureProgress returns a Feature's status.state and the names of its
 // status.tasks.
-func featureProgress(obj map[string]any) (string, []string) {
+func FeatureProgress(obj map[string]any) (string, []string) {
 	state, _, _ := unstructured.NestedString(obj, "status", "state")
 	list, _, _ := unstructured.NestedSlice(obj, "status", "tasks")
 	var tasks []string

@@ -18,11 +18,13 @@ package kind
 
 import (
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -42,14 +44,14 @@ func TestParseGatesRefusesWhatFeatureGatesRefuses(t *testing.T) {
 }
 
 func TestMergeGatesKeepsTheOthersSorted(t *testing.T) {
-	got, err := mergeGates("KubeletImagePullGate=true,BalloonPod=true", map[string]bool{"BalloonPod": false, "AllAlpha": false})
+	got, err := mergeGates("KubeletImagePullGate=true,BalloonPod=true", map[string]bool{"BalloonPod": false, "AllAlpha": false}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "AllAlpha=false,BalloonPod=false,KubeletImagePullGate=true"; got != want {
 		t.Errorf("mergeGates = %q, want %q", got, want)
 	}
-	if _, err := mergeGates("BalloonPod", map[string]bool{"A": true}); err == nil {
+	if _, err := mergeGates("BalloonPod", map[string]bool{"A": true}, nil); err == nil {
 		t.Error("a flag that is not Name=bool was merged")
 	}
 }
@@ -74,8 +76,8 @@ kind: ClusterConfiguration
 kubernetesVersion: v1.37.2
 `
 
-func TestSetClusterConfigurationGatesChangesOnlyTheGates(t *testing.T) {
-	out, err := setClusterConfigurationGates(clusterConfiguration, map[string]bool{"BalloonPod": false})
+func TestEditClusterConfigurationChangesOnlyTheGates(t *testing.T) {
+	out, err := editClusterConfiguration(clusterConfiguration, ClusterSettings{Gates: map[string]bool{"BalloonPod": false}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +98,14 @@ func TestSetClusterConfigurationGatesChangesOnlyTheGates(t *testing.T) {
 	}
 
 	old := strings.Replace(clusterConfiguration, "v1beta4", "v1beta3", 1)
-	if _, err := setClusterConfigurationGates(old, map[string]bool{"BalloonPod": false}); err == nil || !strings.Contains(err.Error(), "v1beta3") {
+	if _, err := editClusterConfiguration(old, ClusterSettings{Gates: map[string]bool{"BalloonPod": false}}); err == nil || !strings.Contains(err.Error(), "v1beta3") {
 		t.Errorf("a v1beta3 ClusterConfiguration (extraArgs a map) was changed, err = %v", err)
 	}
 }
 
-func TestSetKubeletConfigurationGatesChangesOnlyTheGates(t *testing.T) {
+func TestEditKubeletConfigurationGatesChangesOnlyTheGates(t *testing.T) {
 	in := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\nfeatureGates:\n  BalloonPod: true\n  KubeletImagePullGate: true\n"
-	out, err := setKubeletConfigurationGates([]byte(in), map[string]bool{"BalloonPod": false})
+	out, err := editKubeletConfigurationGates([]byte(in), map[string]bool{"BalloonPod": false}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +113,48 @@ func TestSetKubeletConfigurationGatesChangesOnlyTheGates(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("KubeletConfiguration:\n%s\nwant:\n%s", out, want)
 	}
-	if _, err := setKubeletConfigurationGates([]byte("kind: ClusterConfiguration\n"), map[string]bool{"BalloonPod": false}); err == nil {
+	if _, err := editKubeletConfigurationGates([]byte("kind: ClusterConfiguration\n"), map[string]bool{"BalloonPod": false}, nil); err == nil {
 		t.Error("a ClusterConfiguration was taken for a KubeletConfiguration")
+	}
+}
+
+// The settings of a move to a release without the series: its gates dropped
+// from every component (pristine refuses them, even off) and the Feature API's
+// runtime-config with them; then back.
+func TestEditClusterConfigurationDropsGatesAndTheRuntimeConfig(t *testing.T) {
+	series := []string{"BalloonPod", "FeatureLifecycle"}
+	out, err := editClusterConfiguration(clusterConfiguration, ClusterSettings{DropGates: series, RuntimeConfig: ptr.To("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "feature-gates") || strings.Contains(out, "runtime-config") || strings.Contains(out, "BalloonPod") {
+		t.Errorf("the series' gates or the runtime-config remain:\n%s", out)
+	}
+	if !strings.Contains(out, "certSANs") || !strings.Contains(out, "kubernetesVersion: v1.37.2") {
+		t.Errorf("other fields were lost:\n%s", out)
+	}
+	back, err := editClusterConfiguration(out, ClusterSettings{Gates: map[string]bool{"BalloonPod": true, "FeatureLifecycle": true}, RuntimeConfig: ptr.To("features.k8s.io/v1alpha1=true")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(back), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	args, _ := cfg["apiServer"].(map[string]any)["extraArgs"].([]any)
+	if gates, _ := extraArg(args, "feature-gates"); gates != "BalloonPod=true,FeatureLifecycle=true" {
+		t.Errorf("apiServer feature-gates %q after the way back", gates)
+	}
+	if runtime, _ := extraArg(args, "runtime-config"); runtime != "features.k8s.io/v1alpha1=true" {
+		t.Errorf("apiServer runtime-config %q after the way back", runtime)
+	}
+
+	kubelet, err := editKubeletConfigurationGates([]byte("kind: KubeletConfiguration\nfeatureGates:\n  BalloonPod: false\n"), nil, series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kind: KubeletConfiguration\n"; string(kubelet) != want {
+		t.Errorf("KubeletConfiguration with the gates dropped:\n%s\nwant:\n%s", kubelet, want)
 	}
 }
 
@@ -166,5 +208,29 @@ apiserver_request_total{name="Typo"} 3
 	got := unknownGates(metrics, map[string]bool{"BalloonPod": false, "Typo": true, "AlsoUnknown": false})
 	if want := []string{"AlsoUnknown", "Typo"}; !slices.Equal(got, want) {
 		t.Errorf("unknownGates = %v, want %v", got, want)
+	}
+}
+
+// The series' settings, as the upgrade lane carries them into a release: the
+// same in every kind config of build/kind, each valid to kind's own types.
+func TestSeriesSettingsOfTheKindConfigs(t *testing.T) {
+	var first ClusterSettings
+	for i, name := range []string{"cluster.yaml", "cluster-ha.yaml", "cluster-kindnetd.yaml"} {
+		s, err := SeriesSettings(filepath.Join("..", "..", "..", "build", "kind", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Gates["FeatureLifecycle"] || s.RuntimeConfig == nil || *s.RuntimeConfig != "features.k8s.io/v1alpha1=true" {
+			t.Errorf("%s: gates %v, runtime-config %v", name, s.Gates, s.RuntimeConfig)
+		}
+		if i == 0 {
+			first = s
+		} else if !maps.Equal(s.Gates, first.Gates) || *s.RuntimeConfig != *first.RuntimeConfig {
+			t.Errorf("%s: settings %v differ from cluster.yaml's %v", name, s, first)
+		}
+	}
+	removed := first.Removed()
+	if len(removed.Gates) != 0 || !slices.Equal(removed.DropGates, []string{"BalloonPod", "FeatureLifecycle", "KubeletImagePullGate"}) || removed.RuntimeConfig == nil || *removed.RuntimeConfig != "" {
+		t.Errorf("Removed() = %+v", removed)
 	}
 }
