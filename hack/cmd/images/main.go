@@ -57,7 +57,7 @@ func releaseTarball(out, bin string) error {
 	if err != nil {
 		return fmt.Errorf("no build version (%w): run hack/build.sh", err)
 	}
-	extras, err := images.HostFiles(kubeProxyTools, []string{"/usr/lib/x86_64-linux-gnu/xtables"})
+	extras, err := images.HostFiles(kubeProxyTools, []string{images.XtablesModules})
 	if err != nil {
 		return fmt.Errorf("kube-proxy's tools (apt-get install iptables conntrack nftables): %w", err)
 	}

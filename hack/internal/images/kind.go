@@ -170,9 +170,18 @@ func KindNode(ctx context.Context, root, tree, work string) (Set, error) {
 	return set, nil
 }
 
-// PodNetworkImage is the fork's kubectl on the busybox image: the DaemonSet of
-// build/kind/pod-network.yaml lists the nodes with it and sets their routes and CNI
-// configuration with busybox.
+// XtablesModules are iptables' extension modules (-m addrtype, -j MASQUERADE),
+// which an image that runs iptables needs beside the programs.
+const XtablesModules = "/usr/lib/x86_64-linux-gnu/xtables"
+
+// podNetworkTools are what the pod network masquerades pod egress with: this
+// machine's iptables, the back end (nft) the node image's kube-proxy uses too.
+var podNetworkTools = []string{"iptables", "iptables-restore"}
+
+// PodNetworkImage is the fork's kubectl and this machine's iptables on the
+// busybox image: the DaemonSet of build/kind/pod-network.yaml lists the nodes
+// with kubectl, sets their routes and CNI configuration with busybox, and the
+// masquerading of pod egress with iptables.
 func PodNetworkImage(kubectl string) (v1.Image, error) {
 	busybox, err := Busybox("/bin/busybox")
 	if err != nil {
@@ -182,13 +191,21 @@ func PodNetworkImage(kubectl string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return programImage(busybox, "usr/local/bin/kubectl", data, v1.Config{
+	tools, err := HostFiles(podNetworkTools, []string{XtablesModules})
+	if err != nil {
+		return nil, fmt.Errorf("the pod network's iptables (apt-get install iptables): %w", err)
+	}
+	l, err := Layer(append(tools, File{Path: "usr/local/bin/kubectl", Mode: 0o755, Data: data}))
+	if err != nil {
+		return nil, err
+	}
+	return Image(busybox, v1.Config{
 		Env: []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Cmd: []string{"sh"},
-	})
+	}, l)
 }
 
-// BalloonAgentImage is the release's kubectl-balloon, a static binary, alone at
+// BalloonAgentImage is a static kubectl-balloon (built without cgo), alone at
 // /kubectl-balloon: the image of the node-balloon addon's resize agent
 // (cluster/addons/node-balloon/balloon-resizer-deployment.yaml).
 func BalloonAgentImage(kubectlBalloon string) (v1.Image, error) {

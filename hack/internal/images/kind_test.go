@@ -96,3 +96,26 @@ func TestReadKubeadmImages(t *testing.T) {
 		t.Errorf("an etcd no module builds: err = %v", err)
 	}
 }
+
+// The pod network masquerades pod egress with iptables: the image carries it,
+// the extensions its rules load and the links that select its back end.
+func TestPodNetworkImageCarriesIptables(t *testing.T) {
+	kubectl := filepath.Join(t.TempDir(), "kubectl")
+	if err := os.WriteFile(kubectl, []byte("kubectl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := PodNetworkImage(kubectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entries(t, img)
+	for _, want := range []string{
+		"usr/local/bin/kubectl", "bin/sh", "usr/sbin/iptables", "usr/sbin/iptables-restore",
+		strings.TrimPrefix(XtablesModules, "/") + "/libxt_addrtype.so",
+		strings.TrimPrefix(XtablesModules, "/") + "/libxt_MASQUERADE.so",
+	} {
+		if e[want] == nil {
+			t.Errorf("the pod network's image lacks %s", want)
+		}
+	}
+}
