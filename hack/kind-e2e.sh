@@ -44,7 +44,10 @@
 # the two reports spec by spec and fails on a regression (pristine passes, the fork
 # does not) and on every failed spec the block list does not name, on either side.
 # SIDES chooses the sides (default "fork pristine"; SIDES=fork runs only the fork's,
-# without the comparison). A cluster kept from an earlier run is created again when
+# without the comparison). The side "upgraded" is the upgrade lane's cluster of release
+# UPGRADED (v1.36.3) as make kind-upgrade left it, at the fork, with the fork's
+# e2e.test: SIDES="fork upgraded" compares it with a fresh fork cluster (issue 38's
+# item 3: SUITE=conformance PASSES=parallel HA=1 WORKERS=2, the lane's topology). A cluster kept from an earlier run is created again when
 # its nodes are not of the node image being tested or not the topology asked for
 # (HA, WORKERS), so that both sides run the same e2e.test against the same shape.
 set -euo pipefail
@@ -60,7 +63,16 @@ blocked=hack/kind-e2e-blocked.txt
 
 # The passes of the suite: each is one ginkgo run, its report in a folder of its own.
 case ${SUITE:-project} in
-  conformance) passes=(parallel serial) ;;
+  conformance)
+    passes=(parallel serial)
+    # PASSES=parallel: the parallel pass alone (the upgraded cluster's comparison).
+    if [ -n "${PASSES:-}" ]; then
+      read -ra passes <<<"$PASSES"
+      for p in "${passes[@]}"; do
+        case $p in parallel | serial) ;; *) echo "error: PASSES=$PASSES: a pass is parallel or serial" >&2; exit 2 ;; esac
+      done
+    fi
+    ;;
   project | series) passes=(run) ;;
   *) echo "error: SUITE=$SUITE: a suite is project, conformance or series" >&2; exit 2 ;;
 esac
@@ -69,12 +81,13 @@ if [ "${1:-}" != --side ]; then
   sides=${SIDES:-fork pristine}
   for side in $sides; do
     case $side in
-      fork | pristine) rm -rf "${report:?}/$side" ;; # no report of an earlier run is read
-      *) echo "error: SIDES=$sides: a side is fork or pristine" >&2; exit 2 ;;
+      fork | pristine | upgraded) rm -rf "${report:?}/$side" ;; # no report of an earlier run is read
+      *) echo "error: SIDES=$sides: a side is fork, pristine or upgraded" >&2; exit 2 ;;
     esac
   done
   for side in $sides; do
-    PRISTINE=$([ "$side" = pristine ] && echo 1 || true) "$0" --side || true # the reports tell
+    PRISTINE=$([ "$side" = pristine ] && echo 1 || true) UPGRADED=$([ "$side" = upgraded ] && echo "${UPGRADED:-v1.36.3}" || true) \
+      "$0" --side || true # the reports tell
   done
   echo "== make kind-e2e: $sides, SUITE=${SUITE:-project} (${passes[*]})"
   exec "$SUMMARY" kind-e2e -dir "$report" -sides "$sides" -passes "${passes[*]}" -blocked "$blocked"
@@ -85,11 +98,20 @@ out=$report/$SIDE
 rm -rf "$out"
 mkdir -p "$out"
 name=kube-carry${PRISTINE:+-pristine}
+[ "$SIDE" != upgraded ] || name=kube-carry-${UPGRADED//./-}
 existed=false
 if DOCKER_HOST=unix://$OUT/kind/docker.sock go tool kind get clusters 2>/dev/null | grep -qx "$name"; then
   existed=true
 fi
-hack/kind.sh up
+if [ "$SIDE" = upgraded ]; then
+  # The lane's cluster as make kind-upgrade left it: never created here.
+  if [ "$existed" = false ]; then
+    echo "error: no cluster $name: make kind-upgrade leaves it, upgraded to the fork" >&2
+    exit 1
+  fi
+else
+  hack/kind.sh up
+fi
 WHAT="test/e2e/e2e.test github.com/onsi/ginkgo/v2/ginkgo" hack/build.sh
 # The version the side's binaries and e2e.test were built at: the tree may change
 # while the suite runs.

@@ -24,7 +24,19 @@ TESTOUT=$OUT/test
 # and tested the same way, so that the two results can be compared; or with
 # RELEASE=v1.X.Y pristine upstream at a release the pins do not name (series
 # release), built and imaged the same way: the release an upgrade lane starts from.
-if [ -n "${RELEASE:-}" ]; then
+# UPGRADED=v1.X.Y is the lane's cluster of that release after make kind-upgrade took
+# it to the fork: the fork's tree and binaries, the release side's cluster.
+if [ -n "${UPGRADED:-}" ]; then
+  if [ "${PRISTINE:-}" = 1 ] || [ -n "${RELEASE:-}" ]; then
+    echo "error: UPGRADED=$UPGRADED with PRISTINE or RELEASE: name one side" >&2
+    exit 2
+  fi
+  SIDE=upgraded
+  SIDE_TREE=$OUT/kubernetes
+  SIDE_BIN=$OUT/bin
+  SIDE_KIND=$OUT/kind/releases/$UPGRADED
+  SIDE_FLAGS=(-upgraded "$UPGRADED") # of the cluster tool's kind commands
+elif [ -n "${RELEASE:-}" ]; then
   if [ "${PRISTINE:-}" = 1 ]; then
     echo "error: RELEASE=$RELEASE and PRISTINE=1: the pristine side is the pinned release; name one" >&2
     exit 2
@@ -72,7 +84,7 @@ release_tree() {
 # the fork, upstream's release (the first commit's subject, "kubernetes vX.Y.Z") for
 # pristine and a release side.
 side_version() {
-  if [ "$SIDE" != fork ]; then
+  if [ "$SIDE" != fork ] && [ "$SIDE" != upgraded ]; then
     git -C "$SIDE_TREE" log -1 --format=%s | sed 's/^kubernetes //'
   else
     "$SERIES" version

@@ -42,6 +42,8 @@ limitations under the License.
 //	                tarball with kind build node-image, offline (engine-up first)
 //	cluster kind-up IMAGE CONFIG  create the kind cluster of the node image with a
 //	                config of build/kind, start its pod network, wait until Ready
+//	cluster kind-egress  check that the kind cluster's pods reach this machine through
+//	                the pod network's masquerading, as kind-up does (CheckPodEgress)
 //	cluster kind-e2e-images  build the images of upstream's e2e tests (pause, busybox,
 //	                agnhost) under their upstream names and load them into the kind
 //	                cluster's nodes (make kind-e2e)
@@ -54,15 +56,21 @@ limitations under the License.
 //	cluster kind-upgrade TARBALL TREE  upgrade the kind cluster to the release of a
 //	                server tarball built from TREE, as kinder does: kubeadm upgrade
 //	                apply and node, then kubelets node by node with drain and uncordon
-//	cluster kind-upgrade-lane TARBALL TREE  make kind-upgrade's lane on the kind
-//	                cluster (of -release V): workloads, a prober, kind-upgrade to the
-//	                tarball's release, the workloads checked after it
+//	cluster kind-upgrade-lane FORK_TARBALL FORK_TREE FORK_BIN PRISTINE_TARBALL PRISTINE_TREE VPA_TREE CONFIG
+//	                make kind-upgrade's lane on the kind cluster (of -release V):
+//	                workloads and a prober, then upgrade to the fork with the
+//	                series' settings of the kind CONFIG, the features rolled back
+//	                and on again, the binaries rolled back to pristine and forward
+//	                to the fork; the workloads and Features checked after each step;
+//	                LANE_LEAVE_ON=GATE leaves GATE on in step c, on purpose
 //	cluster kind-delete  delete the kind cluster, leaving the engine up
 //	cluster kind-down    delete the kind clusters (fork, pristine, releases) and stop the engine
 //
-// kind-image, kind-up, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade(-lane) and kind-delete take -pristine first: the pristine side of
+// kind-image, kind-up, kind-egress, kind-e2e-images, kind-slow-registry, kind-gates, kind-upgrade(-lane) and kind-delete take -pristine first: the pristine side of
 // the parity runs, upstream's release built in _output/pristine (docs/kind.md); or
 // -release V: pristine upstream at release V, built in _output/releases/V.
+// kind-e2e-images and kind-slow-registry also take -upgraded V: the cluster of
+// release V after make kind-upgrade, with the fork's tree and binaries.
 // kind-up takes -workers N after it: a cluster with N workers (WORKERS=N make kind-up).
 //
 // Run as sudo, systemd-run or systemctl (make node-e2e links them to this binary),
@@ -88,7 +96,7 @@ import (
 	"github.com/kube-carry/kube-carry/hack/internal/upgradelane"
 )
 
-const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image [-pristine|-release V] TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-e2e-images [-pristine|-release V]|kind-slow-registry [-pristine|-release V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-upgrade-lane [-release V] TARBALL TREE|kind-delete [-pristine|-release V]|kind-down"
+const usage = "usage: cluster up [-nodes 2]|down|status|apiserver-up|apiserver-down|slow-registry [-listen ADDR -upstream ADDR -delay D]|node-e2e-preflight|node-e2e-up|node-e2e-down|packages|e2e-images|engine-up|engine-down|kind-base|kind-image [-pristine|-release V] TARBALL IMAGE|kind-up [-pristine|-release V] [-workers N] IMAGE CONFIG|kind-egress [-pristine|-release V]|kind-e2e-images [-pristine|-release V|-upgraded V]|kind-slow-registry [-pristine|-release V|-upgraded V]|kind-gates [-pristine|-release V] [-wait D] Name=bool,...|kind-upgrade [-pristine|-release V] TARBALL TREE|kind-upgrade-lane [-release V] FORK_TARBALL FORK_TREE FORK_BIN PRISTINE_TARBALL PRISTINE_TREE VPA_TREE CONFIG|kind-delete [-pristine|-release V]|kind-down"
 
 func main() {
 	if name := filepath.Base(os.Args[0]); slices.Contains(sysshim.Names, name) {
@@ -103,19 +111,20 @@ func main() {
 	kindFlags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	pristine := kindFlags.Bool("pristine", false, "the pristine side of the parity runs: upstream's release built in _output/pristine")
 	release := kindFlags.String("release", "", "a release side: pristine upstream at this release, built in _output/releases/RELEASE (hack/lib.sh RELEASE)")
+	upgraded := kindFlags.String("upgraded", "", "kind-e2e-images, kind-slow-registry: the release side's cluster after make kind-upgrade, with the fork's tree (hack/lib.sh UPGRADED)")
 	workers := kindFlags.Int("workers", 0, "kind-up: this many worker nodes (more than the config's)")
 	featureWait := kindFlags.Duration("wait", 0, "kind-gates: then wait this long at most until each gate's Feature is On or Off as set")
 	slowFlags := flag.NewFlagSet("slow-registry", flag.ExitOnError)
 	listen := slowFlags.String("listen", cluster.SlowRegistryAddr, "the address to serve on")
 	upstream := slowFlags.String("upstream", cluster.RegistryAddr, "the registry to serve")
 	delay := slowFlags.Duration("delay", cluster.SlowRegistryDelay, "how long every manifest request waits")
-	args := map[string]int{"kind-image": 2, "kind-up": 2, "kind-gates": 1, "kind-upgrade": 2, "kind-upgrade-lane": 2}[os.Args[1]]
+	args := map[string]int{"kind-image": 2, "kind-up": 2, "kind-gates": 1, "kind-upgrade": 2, "kind-upgrade-lane": 7}[os.Args[1]]
 	switch os.Args[1] {
 	case "up":
 		upFlags.Parse(os.Args[2:])
 	case "slow-registry":
 		slowFlags.Parse(os.Args[2:])
-	case "kind-image", "kind-up", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-upgrade-lane", "kind-delete":
+	case "kind-image", "kind-up", "kind-egress", "kind-e2e-images", "kind-slow-registry", "kind-gates", "kind-upgrade", "kind-upgrade-lane", "kind-delete":
 		kindFlags.Parse(os.Args[2:])
 		os.Args = append(os.Args[:2], kindFlags.Args()...)
 		if *workers < 0 || *workers > 0 && os.Args[1] != "kind-up" || *featureWait < 0 || *featureWait > 0 && os.Args[1] != "kind-gates" {
@@ -131,9 +140,15 @@ func main() {
 	}
 	newKind := kind.NewKind
 	switch {
-	case *pristine && *release != "":
-		fmt.Fprintln(os.Stderr, "error: -pristine and -release name two sides; name one")
+	case *pristine && *release != "" || *upgraded != "" && (*pristine || *release != ""):
+		fmt.Fprintln(os.Stderr, "error: -pristine, -release and -upgraded name sides; name one")
 		os.Exit(2)
+	case *upgraded != "":
+		if os.Args[1] != "kind-e2e-images" && os.Args[1] != "kind-slow-registry" {
+			fmt.Fprintln(os.Stderr, "error: -upgraded is for kind-e2e-images and kind-slow-registry")
+			os.Exit(2)
+		}
+		newKind = func(root string, log io.Writer) *kind.Kind { return kind.NewUpgradedKind(root, *upgraded, log) }
 	case *pristine:
 		newKind = kind.NewPristineKind
 	case *release != "":
@@ -188,6 +203,8 @@ func main() {
 		if err = k.KindUp(ctx, os.Args[2], os.Args[3]); err == nil {
 			fmt.Printf("the kind cluster %s is Ready:\n  export KUBECONFIG=%s\n  kubectl get nodes\n", k.KindClusterName(), k.KindKubeconfig())
 		}
+	case "kind-egress":
+		err = newKind(root, os.Stdout).CheckPodEgress(ctx)
 	case "kind-e2e-images":
 		err = newKind(root, os.Stdout).KindLoadE2EImages(ctx)
 	case "kind-slow-registry":
@@ -203,9 +220,21 @@ func main() {
 			}
 		}
 	case "kind-upgrade":
-		err = newKind(root, os.Stdout).KindUpgrade(ctx, os.Args[2], os.Args[3])
+		err = newKind(root, os.Stdout).KindUpgrade(ctx, os.Args[2], os.Args[3], kind.ClusterSettings{})
 	case "kind-upgrade-lane":
-		err = (&upgradelane.Lane{Kind: newKind(root, os.Stdout), Tarball: os.Args[2], Tree: os.Args[3], Log: os.Stdout}).Run(ctx)
+		var series kind.ClusterSettings
+		if series, err = kind.SeriesSettings(os.Args[8]); err == nil {
+			err = (&upgradelane.Lane{
+				Kind:     newKind(root, os.Stdout),
+				Fork:     upgradelane.Release{Tarball: os.Args[2], Tree: os.Args[3]},
+				ForkBin:  os.Args[4],
+				Pristine: upgradelane.Release{Tarball: os.Args[5], Tree: os.Args[6]},
+				VPATree:  os.Args[7],
+				LeaveOn:  os.Getenv("LANE_LEAVE_ON"),
+				Series:   series,
+				Log:      os.Stdout,
+			}).Run(ctx)
+		}
 	case "kind-delete":
 		err = newKind(root, os.Stdout).KindDown(ctx)
 	case "kind-down":

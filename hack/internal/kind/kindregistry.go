@@ -21,10 +21,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,19 +45,11 @@ const kindNetwork = "kind"
 
 // KindSlowRegistry serves the image pull gate's e2e tests on the kind cluster as
 // SlowRegistry does on the local cluster: the e2e busybox image that
-// KindLoadE2EImages built, from go-containerregistry's in-memory registry behind
-// SlowRegistry, on port 5001 of the kind network's gateway, the one address both
-// the nodes and e2e.test on this machine reach. Each node's containerd is told to
-// pull from it over plain HTTP (a hosts.toml in /etc/containerd/certs.d, which
-// containerd reads on every pull). ready gets the address once the nodes can pull;
-// KindSlowRegistry serves until ctx ends.
+// KindLoadE2EImages built, on port 5001 of the kind network's gateway, the one
+// address both the nodes and e2e.test on this machine reach (KindRegistry).
+// ready gets the address once the nodes can pull; KindSlowRegistry serves until
+// ctx ends.
 func (k *Kind) KindSlowRegistry(ctx context.Context, ready func(addr string)) error {
-	gateway, err := k.kindGateway(ctx)
-	if err != nil {
-		return err
-	}
-	addr := net.JoinHostPort(gateway, "5001")
-
 	busybox := images.Names{Registry: "registry.k8s.io"}.Busybox()
 	archive := archivePath(k.kindPath("e2e-images"), busybox)
 	tag, err := name.NewTag(busybox)
@@ -69,7 +63,22 @@ func (k *Kind) KindSlowRegistry(ctx context.Context, ready func(addr string)) er
 	// The image under its path without upstream's registry, which the tests replace
 	// by the slow registry's address.
 	_, path, _ := strings.Cut(busybox, "/")
-	backend, stop, err := inMemoryRegistry(ctx, path, img)
+	return k.KindRegistry(ctx, "5001", map[string]v1.Image{path: img}, ready)
+}
+
+// KindRegistry serves imgs (by path, name:tag) from go-containerregistry's
+// in-memory registry behind SlowRegistry, whose delay makes pulls overlap, on
+// port of the kind network's gateway. Each node's containerd is told to pull
+// from it over plain HTTP (a hosts.toml in /etc/containerd/certs.d, which
+// containerd reads on every pull). ready gets the address once the nodes can
+// pull; KindRegistry serves until ctx ends.
+func (k *Kind) KindRegistry(ctx context.Context, port string, imgs map[string]v1.Image, ready func(addr string)) error {
+	gateway, err := k.kindGateway(ctx)
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(gateway, port)
+	backend, stop, err := inMemoryRegistry(ctx, imgs)
 	if err != nil {
 		return err
 	}
@@ -86,22 +95,24 @@ func (k *Kind) KindSlowRegistry(ctx context.Context, ready func(addr string)) er
 	return (&cluster.SlowRegistry{Upstream: backend, Delay: cluster.SlowRegistryDelay}).Serve(ctx, listener)
 }
 
-// inMemoryRegistry serves img as path (name:tag) from go-containerregistry's
+// inMemoryRegistry serves imgs (by path, name:tag) from go-containerregistry's
 // in-memory registry on a loopback port, until stop.
-func inMemoryRegistry(ctx context.Context, path string, img v1.Image) (addr string, stop func() error, err error) {
+func inMemoryRegistry(ctx context.Context, imgs map[string]v1.Image) (addr string, stop func() error, err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(l)
-	ref, err := name.ParseReference(l.Addr().String()+"/"+path, name.Insecure)
-	if err == nil {
-		err = remote.Write(ref, img, remote.WithContext(ctx))
-	}
-	if err != nil {
-		srv.Close()
-		return "", nil, fmt.Errorf("push %s to the in-memory registry: %w", path, err)
+	for _, path := range slices.Sorted(maps.Keys(imgs)) {
+		ref, err := name.ParseReference(l.Addr().String()+"/"+path, name.Insecure)
+		if err == nil {
+			err = remote.Write(ref, imgs[path], remote.WithContext(ctx))
+		}
+		if err != nil {
+			srv.Close()
+			return "", nil, fmt.Errorf("push %s to the in-memory registry: %w", path, err)
+		}
 	}
 	return l.Addr().String(), srv.Close, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -41,7 +42,7 @@ func TestKindSlowRegistryServesTheImageUnderAnyAlias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, stop, err := inMemoryRegistry(ctx, "e2e-test-images/busybox:1.37.0-1", img)
+	backend, stop, err := inMemoryRegistry(ctx, map[string]v1.Image{"e2e-test-images/busybox:1.37.0-1": img})
 	if err != nil {
 		t.Fatal(err)
 	}

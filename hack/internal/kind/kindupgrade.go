@@ -121,14 +121,17 @@ func upgradeImages(ctx context.Context, root, tree, work string, r release) (ima
 // kinder/pkg/cluster/manager/actions/kubeadm-upgrade.go), with the drain and
 // uncordon it leaves out:
 //  1. the release's images are loaded into every node, and its kubeadm, kubelet
-//     and kubectl copied to /kind/upgrade/VERSION in each;
+//     and kubectl copied to /kind/upgrade/VERSION in each; the settings are
+//     written into the cluster's configuration, which kubeadm upgrade renders
+//     into the release's manifests and kubelet configuration (a release that
+//     does not know a gate refuses it);
 //  2. the first control plane runs kubeadm upgrade apply, then every other node
 //     kubeadm upgrade node, each with kubeadm linked to the release's, waiting for a
 //     control plane's static pods to run the new images;
 //  3. node by node, control planes first: drain, the release's kubelet and
 //     kubectl linked in, the kubelet restarted, uncordon, waiting until the node
 //     reports the release.
-func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error {
+func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settings ClusterSettings) error {
 	work := k.kindPath("upgrade")
 	if err := os.RemoveAll(work); err != nil {
 		return err
@@ -151,6 +154,9 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string) error 
 	}
 	nodes, err := k.kindNodes(ctx)
 	if err != nil {
+		return err
+	}
+	if err := k.editClusterSettings(ctx, client, settings); err != nil {
 		return err
 	}
 	dest := upgradeDir + "/" + r.version
@@ -242,8 +248,17 @@ func (k *Kind) upgradeKubelet(ctx context.Context, client kubernetes.Interface, 
 	if err := k.nodeExec(ctx, node, "systemctl", "restart", "kubelet"); err != nil {
 		return err
 	}
+	// The node reports the version built into the kubelet, which says -dirty
+	// when its tree had edits and the tarball's version file does not.
+	out, err := k.docker(ctx, "exec", node, dest+"/kubelet", "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s: %s/kubelet --version: %w", node, dest, err)
+	}
+	if v, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "Kubernetes "); ok {
+		version = v
+	}
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()

@@ -109,3 +109,51 @@ func TestCountsProblems(t *testing.T) {
 		t.Errorf("a step with every request answered: %v", got)
 	}
 }
+
+// A feature rollback that leaves a gate on, a Feature stuck in a transition, a
+// series Feature unsafe to upgrade, and Features recreated instead of kept:
+// each is a problem of the step, named.
+func TestCheckFeaturesNamesWhatAStepLeftWrong(t *testing.T) {
+	safe := map[string]string{"UpgradeSafe": "True/Safe"}
+	got := Features{
+		"balloonpod":           {UID: "1", State: "On", Conditions: safe},
+		"kubeletimagepullgate": {UID: "2", State: "Off", Conditions: map[string]string{"UpgradeSafe": "False/VersionSkew"}},
+		"selinuxmount":         {UID: "3", State: "TurningOn", Tasks: []string{"WaitForUses"}},
+	}
+	problems := strings.Join(CheckFeatures(got, FeatureExpectation{
+		Served:  true,
+		Settled: true,
+		States:  map[string]string{"BalloonPod": "Off", "KubeletImagePullGate": "Off", "FeatureLifecycle": "On"},
+		Kept:    Features{"balloonpod": {UID: "9"}},
+	}), "\n")
+	for _, want := range []string{
+		"Feature balloonpod is On with tasks [], want Off",
+		"Feature featurelifecycle is missing",
+		"Feature kubeletimagepullgate: UpgradeSafe False/VersionSkew",
+		"1 Features in a transition: selinuxmount TurningOn",
+		"Feature balloonpod did not come back as it was kept (uid 9",
+	} {
+		if !strings.Contains(problems, want) {
+			t.Errorf("problems lack %q:\n%s", want, problems)
+		}
+	}
+	if p := CheckFeatures(nil, FeatureExpectation{}); len(p) != 0 {
+		t.Errorf("pristine, not serving the API: %v", p)
+	}
+	if p := CheckFeatures(Features{}, FeatureExpectation{}); len(p) != 1 {
+		t.Errorf("pristine serving features.k8s.io: %v, want one problem", p)
+	}
+	if p := CheckFeatures(nil, FeatureExpectation{Served: true}); len(p) != 1 {
+		t.Errorf("the fork not serving features.k8s.io: %v, want one problem", p)
+	}
+}
+
+func TestCheckTransitionsAllowsOnlyTheStepsOwn(t *testing.T) {
+	if p := checkTransitions([]string{"balloonpod"}, []string{"balloonpod"}); len(p) != 0 {
+		t.Errorf("the step's own transition: %v", p)
+	}
+	p := strings.Join(checkTransitions([]string{"selinuxmount"}, []string{"balloonpod"}), "\n")
+	if !strings.Contains(p, "started a transition of selinuxmount") || !strings.Contains(p, "no transition of balloonpod was started") {
+		t.Errorf("problems: %s", p)
+	}
+}

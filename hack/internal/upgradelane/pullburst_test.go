@@ -1,0 +1,72 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package upgradelane
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Every worker gets its own aliases, which no node pulled before (the run is
+// in the tag), and each alias is wanted by Copies pods on that worker at once:
+// the pulls the gate must make once.
+func TestBurstPodsShareAnAliasOnlyOnOneWorker(t *testing.T) {
+	pods, aliases := burstPods("172.18.0.1:5002", []string{"w1", "w2"}, 2, 3, 42)
+	if len(pods) != 12 || len(aliases) != 4 {
+		t.Fatalf("%d pods and %d aliases, want 12 and 4", len(pods), len(aliases))
+	}
+	byAlias := map[string]map[string]int{}
+	for _, p := range pods {
+		image := p.Spec.Containers[0].Image
+		alias, ok := strings.CutPrefix(image, "172.18.0.1:5002/")
+		if !ok || !strings.HasPrefix(alias, burstPath+"--42-") {
+			t.Errorf("pod %s pulls %s, want an alias of %s of run 42 from the registry", p.Name, image, burstPath)
+		}
+		if p.Spec.Containers[0].ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("pod %s: pull policy %s", p.Name, p.Spec.Containers[0].ImagePullPolicy)
+		}
+		if byAlias[alias] == nil {
+			byAlias[alias] = map[string]int{}
+		}
+		byAlias[alias][p.Spec.NodeSelector[corev1.LabelHostname]]++
+	}
+	for _, a := range aliases {
+		if len(byAlias[a]) != 1 {
+			t.Errorf("alias %s is pulled on %v, want one worker", a, byAlias[a])
+		}
+		for _, n := range byAlias[a] {
+			if n != 3 {
+				t.Errorf("alias %s: %d pods, want 3", a, n)
+			}
+		}
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := "# HELP kubelet_image_pull_queue_pulls_avoided_total [ALPHA] pulls not made\n" +
+		"# TYPE kubelet_image_pull_queue_pulls_avoided_total counter\n" +
+		"kubelet_image_pull_queue_pulls_avoided_total_other 9\n" +
+		"kubelet_image_pull_queue_pulls_avoided_total 4\n"
+	if v, err := metricValue(text, burstMetric); err != nil || v != 4 {
+		t.Errorf("got %v, %v; want 4", v, err)
+	}
+	if v, err := metricValue("", burstMetric); err != nil || v != 0 {
+		t.Errorf("a counter never incremented: got %v, %v; want 0", v, err)
+	}
+}
