@@ -216,15 +216,16 @@ func TestPortFreeNamesTheBusyPort(t *testing.T) {
 }
 
 // TestKindConfigEnablesTheClusterFeatures keeps the kind configs of build/kind in
-// step with what the local cluster turns on, and with the node image, which has no
-// kindnetd.
+// step with what the local cluster turns on, and with their node images: the
+// project's has no kindnetd; one that kind builds on its own base image
+// (cluster-kindnetd.yaml) has, and needs the default CNI on.
 func TestKindConfigEnablesTheClusterFeatures(t *testing.T) {
-	for _, f := range []string{"cluster.yaml", "cluster-ha.yaml"} {
-		t.Run(f, func(t *testing.T) { testKindConfig(t, "../../../build/kind/"+f) })
+	for f, kindnetd := range map[string]bool{"cluster.yaml": false, "cluster-ha.yaml": false, "cluster-kindnetd.yaml": true} {
+		t.Run(f, func(t *testing.T) { testKindConfig(t, "../../../build/kind/"+f, kindnetd) })
 	}
 }
 
-func testKindConfig(t *testing.T, file string) {
+func testKindConfig(t *testing.T, file string, kindnetd bool) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +260,11 @@ func testKindConfig(t *testing.T, file string) {
 			t.Errorf("kind config: %s timeouts.kubernetesAPICall %q, want at least 5m", kind, timeouts[kind])
 		}
 	}
-	if !cfg.Networking.DisableDefaultCNI {
+	switch {
+	case !kindnetd && !cfg.Networking.DisableDefaultCNI:
 		t.Error("networking.disableDefaultCNI is not set: kindnetd's stand-in would fail every node")
+	case kindnetd && cfg.Networking.DisableDefaultCNI:
+		t.Error("networking.disableDefaultCNI is set: kind's base image brings kindnetd, and the cluster would have no pod network")
 	}
 	gates, err := FeatureGates("../../..")
 	if err != nil {

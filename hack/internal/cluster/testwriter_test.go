@@ -19,8 +19,11 @@ limitations under the License.
 package cluster
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testWriter logs the cluster's progress into the test's log.
@@ -29,4 +32,26 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// deadlineContext ends margin before go test's -timeout, which would kill the
+// test binary without its cleanup and leave its processes running: a slow
+// machine makes the whole test late, and the test fails with its own message
+// and stops what it started.
+func deadlineContext(t *testing.T, margin time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := t.Deadline()
+	if !ok {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithDeadline(context.Background(), deadline.Add(-margin))
+}
+
+// waitBound says which bound a failed wait ran into: its own timeout, or the
+// test's deadline (a whole test late on a slow machine, not a slow step).
+func waitBound(ctx context.Context, timeout time.Duration) string {
+	if ctx.Err() != nil {
+		deadline, _ := ctx.Deadline()
+		return fmt.Sprintf("by the test's deadline (%s, go test's -timeout less its cleanup)", deadline.Format(time.TimeOnly))
+	}
+	return fmt.Sprintf("within %v", timeout)
 }
