@@ -93,6 +93,8 @@ type Gate interface {
 	Values() map[featuregate.Feature]bool
 	GetAll() map[featuregate.Feature]featuregate.FeatureSpec
 	GetAllVersioned() map[featuregate.Feature]featuregate.VersionedSpecs
+	// ExplicitlySet reports whether the flags set the feature's value.
+	ExplicitlySet(featuregate.Feature) bool
 	// Uses returns the features this server checked so far, with their values.
 	Uses() []featurereporting.Use
 }
@@ -357,7 +359,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 
 	key, known := c.known[name]
-	mixed := mixedVersions(c.liveMembers())
+	// One view of the live servers for the whole pass: a server of another
+	// version seen by one step and not by another would let a transition start.
+	live := c.liveMembers()
+	mixed := mixedVersions(live)
 	f, err := c.features.Features(c.cfg.Namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err) && known:
@@ -374,7 +379,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 
 	updated := f.DeepCopy()
-	c.reconcile(updated, key, now, mixed)
+	c.reconcile(updated, key, now, live)
 	if !statusEqual(&f.Status, &updated.Status) {
 		// Run the task on the written object in the same pass: two servers
 		// that both lead for a moment rewrite the announcer in turn, and the

@@ -122,7 +122,9 @@ func newTestEnv(t *testing.T, registry *Registry, objs ...runtime.Object) *testE
 func (e *testEnv) renewOwnLease() {
 	e.t.Helper()
 	renewed := metav1.NewMicroTime(e.clock.Now())
-	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-a", Namespace: "kube-system", Annotations: versionAnnotations("1.36.3", "1.36")}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
+	emulation := e.c.cfg.EmulationVersion
+	annotations := versionAnnotations(e.c.cfg.BinaryVersion.String(), fmt.Sprintf("%d.%d", emulation.Major(), emulation.Minor()))
+	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "apiserver-a", Namespace: "kube-system", Annotations: annotations}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
 	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	err := e.client.Tracker().Update(leases, own, "kube-system")
 	if apierrors.IsNotFound(err) {
@@ -1147,10 +1149,16 @@ func TestARollbackToAnOlderDefaultRewritesNoObjects(t *testing.T) {
 	}
 }
 
+// waitTask is a feature's task that only waits, as WaitForNoBalloonPods.
+type waitTask struct{ fakeTask }
+
+func (*waitTask) WritesNothing() {}
+
 // The rollback rule against its neighbours: an upgrade that turns a feature
 // on by its new default runs the feature's tasks; a rollback of the emulation
 // version alone is a rollback; a task of both the turn and the rollback runs
-// once, as the rollback's, and is not called skipped.
+// once, as the rollback's, and is not called skipped; a wait runs; a value the
+// flags set is the operator's, whatever the default.
 func TestOnlyARollbackSkipsTheFeaturesTasks(t *testing.T) {
 	stored := func(name string, state featuresv1alpha1.FeatureState, def bool, binary, emulation string) *featuresv1alpha1.Feature {
 		return &featuresv1alpha1.Feature{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(name), Namespace: "kube-system"}, Spec: featuresv1alpha1.FeatureSpec{FeatureName: name},
@@ -1159,6 +1167,10 @@ func TestOnlyARollbackSkipsTheFeaturesTasks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		feature *featuresv1alpha1.Feature
+		// binary is the server's binary version, when not the test's 1.36.3.
+		binary string
+		// flags are the gate's flags.
+		flags   map[string]bool
 		tasks   string
 		skipped int
 	}{{
@@ -1166,31 +1178,86 @@ func TestOnlyARollbackSkipsTheFeaturesTasks(t *testing.T) {
 		feature: stored("Bar", featuresv1alpha1.FeatureStateOff, false, "1.34", "1.34"),
 		tasks:   "WaitForUses,PrepareBar,MigrateBar",
 	}, {
-		name:    "a rollback of the emulation version from 1.37, where Foo is on by default",
-		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.36", "1.37"),
-		tasks:   "WaitForUses",
+		name:    "a rollback of the emulation version alone, from 1.37 where Foo is on by default",
+		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.37", "1.37"),
+		binary:  "1.37.2",
+		tasks:   "WaitForUses,WaitFoo,RewriteFoo",
 		skipped: 1,
 	}, {
 		name:    "a rollback of the binary with a task of both the turn and the rollback",
 		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.37", "1.37"),
-		tasks:   "WaitForUses,RewriteFoo",
+		tasks:   "WaitForUses,WaitFoo,RewriteFoo",
 		skipped: 1,
 	}, {
 		name:    "a rollback that drops the flag that turned Foo on",
 		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, false, "1.37", "1.37"),
-		tasks:   "WaitForUses,CleanFoo,RewriteFoo",
+		tasks:   "WaitForUses,CleanFoo,WaitFoo,RewriteFoo",
+	}, {
+		name:    "a rollback that sets Foo=false, its new default, to clean up",
+		feature: stored("Foo", featuresv1alpha1.FeatureStateOn, true, "1.37", "1.37"),
+		flags:   map[string]bool{"Foo": false},
+		tasks:   "WaitForUses,CleanFoo,WaitFoo,RewriteFoo",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			registry := NewRegistry(NewWaitForUses(time.Hour, time.Hour))
 			registry.Register(bar, &fakeTask{name: "PrepareBar", applies: TurnOn}, &fakeTask{name: "MigrateBar", applies: Upgrade})
-			registry.Register(foo, &fakeTask{name: "CleanFoo", applies: TurnOff}, &blockingTaskFor{name: "RewriteFoo", transitions: []Transition{TurnOff, Downgrade}})
+			registry.Register(foo, &fakeTask{name: "CleanFoo", applies: TurnOff}, &waitTask{fakeTask{name: "WaitFoo", applies: TurnOff}},
+				&blockingTaskFor{name: "RewriteFoo", transitions: []Transition{TurnOff, Downgrade}})
 			e := newTestEnv(t, registry, tc.feature)
+			if tc.binary != "" {
+				e.c.cfg.BinaryVersion = version.MustParse(tc.binary)
+				e.renewOwnLease()
+			}
+			if err := e.gate.SetFromMap(tc.flags); err != nil {
+				t.Fatal(err)
+			}
 			e.sync(tc.feature.Name)
 			f := e.get(tc.feature.Name)
 			if taskNames(f) != tc.tasks || e.events("TasksSkipped") != tc.skipped {
 				t.Errorf("state %s, tasks %s; want %s and %d TasksSkipped", f.Status.State, taskNames(f), tc.tasks, tc.skipped)
 			}
 		})
+	}
+}
+
+// joiningTask is a fencingTask during whose run a kube-apiserver of another
+// version starts.
+type joiningTask struct {
+	fencingTask
+	join func()
+}
+
+func (t *joiningTask) Run(ctx context.Context, tc *TaskContext) (Result, error) {
+	if len(t.fenced) == 1 {
+		t.join()
+	}
+	return t.fencingTask.Run(ctx, tc)
+}
+
+// A server of another version that starts while a task runs stops the task
+// at its next side effect: the hold covers a run under way, not only the runs
+// to come, although the older server still leads.
+func TestATaskIsFencedOnceVersionsAreMixed(t *testing.T) {
+	task := &joiningTask{}
+	registry := NewRegistry(&fakeTask{name: "WaitForUses", applies: TurnOn})
+	registry.Register(foo, task)
+	e := newTestEnv(t, registry)
+	task.join = func() { e.liveAPIServer("apiserver-new", "1.37.2", "1.37") }
+	e.sync("foo")
+	e.sync("foo") // Off
+	e.set(foo, true)
+	e.sync("foo") // TurningOn: WaitForUses done, Fencing next
+	e.sync("foo") // Fencing runs, fence passes
+	e.clock.Step(10 * time.Second)
+	e.renewOwnLease()
+	if _, err := e.c.sync(context.Background(), "foo"); err != nil {
+		t.Fatal(err)
+	}
+	if len(task.fenced) != 2 || task.fenced[0] != nil || !errors.Is(task.fenced[1], ErrFenced) {
+		t.Fatalf("fence results %v, want a pass, then the run during which the 1.37 server started fenced", task.fenced)
+	}
+	if !e.c.leads("foo") {
+		t.Error("the 1.36 server no longer leads: the fence was not the versions'")
 	}
 }
 

@@ -121,7 +121,8 @@ func (c *Controller) runTask(ctx context.Context, f *featuresv1alpha1.Feature, k
 // fence returns the Fence of a run of the Feature's first task, entry.
 func (c *Controller) fence(f *featuresv1alpha1.Feature, entry featuresv1alpha1.FeatureTask) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if !c.leads(f.Name) {
+		if !c.leads(f.Name) || len(mixedVersions(c.liveMembers())) > 0 {
+			// A server of another version joined since the run started.
 			return ErrFenced
 		}
 		// A get without a resourceVersion is a quorum read, whatever the cache says.

@@ -54,12 +54,11 @@ func statusEqual(a, b *featuresv1alpha1.FeatureStatus) bool {
 
 // reconcile brings the status of a Feature the binary knows up to date: what
 // the binary announces, the start of a transition, and the conditions. It
-// runs no task. mixed are the versions the live kube-apiservers run, when
-// they run more than one.
-func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, mixed []string) {
+// runs no task. live are the live kube-apiservers.
+func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, live []member) {
 	s := &f.Status
-	if len(mixed) > 0 && s.State != "" {
-		c.holdWhileVersionsMixed(f, key, now, mixed)
+	if mixed := mixedVersions(live); len(mixed) > 0 && s.State != "" {
+		c.holdWhileVersionsMixed(f, key, now, mixed, live)
 		return
 	}
 	spec := c.cfg.Gate.GetAll()[key]
@@ -83,8 +82,9 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 	if configured {
 		target, turning, transition = featuresv1alpha1.FeatureStateOn, featuresv1alpha1.FeatureStateTurningOn, TurnOn
 	}
-	disagreeing := c.setConfigurationAgreed(f, configured, now)
+	disagreeing := c.setConfigurationAgreed(f, configured, now, live)
 
+	started := false
 	switch {
 	case s.State == "":
 		// The first announcement: nothing was turned on or off before.
@@ -95,17 +95,16 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		// still runs the old value: (re)start towards the configured value.
 		s.State = turning
 		tasks := c.cfg.Tasks.TasksFor(key, transition)
-		if rollback && followsDefault(previousDefault, previousState, configured, spec.Default) {
+		if rollback && !c.cfg.Gate.ExplicitlySet(key) && followsDefault(previousDefault, previousState, configured, spec.Default) {
 			// A rollback must not rewrite users' objects: the state only
 			// follows the default of the release rolled back to, and the
 			// release left may come back. The feature's own tasks are left to
 			// an explicit transition; those that are also the rollback's
-			// version tasks run as such.
+			// version tasks run as such. Waits, which write nothing, run.
 			var skipped []Task
-			tasks, skipped = c.cfg.Tasks.waits(tasks)
-			skipped = slices.DeleteFunc(skipped, func(t Task) bool { return versionChange != "" && t.AppliesTo(versionChange) })
+			tasks, skipped = onRollback(tasks)
 			if len(skipped) > 0 {
-				c.recorder.Eventf(f, nil, "Normal", "TasksSkipped", string(transition), "%s follows the default of kube-apiserver %s emulating %s after a rollback; not run: %s",
+				c.recorder.Eventf(f, nil, "Warning", "TasksSkipped", string(transition), "%s follows the default of kube-apiserver %s emulating %s after a rollback; not run: %s",
 					f.Spec.FeatureName, s.BinaryVersion, s.EmulationVersion, strings.Join(taskNamesOf(taskEntries(skipped)), ", "))
 			}
 		}
@@ -115,7 +114,7 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 		s.Tasks = appendNew(taskEntries(tasks), c.pendingVersionTasks(key, s.Tasks)...)
 		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, true, string(transition), "", "", "")
 		meta.RemoveStatusCondition(&s.Conditions, featuresv1alpha1.FeatureConditionTaskFailed)
-		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s is %s; tasks: %s", f.Spec.FeatureName, turning, strings.Join(taskNamesOf(s.Tasks), ", "))
+		started = true
 	}
 	if len(s.Tasks) == 0 && s.State == target {
 		setCondition(f, now, featuresv1alpha1.FeatureConditionTransitioning, false, "", "", "Stable", "")
@@ -133,14 +132,17 @@ func (c *Controller) reconcile(f *featuresv1alpha1.Feature, key featuregate.Feat
 			}
 		}
 	}
+	if started {
+		c.recorder.Eventf(f, nil, "Normal", "TransitionStarted", string(transition), "%s is %s; tasks: %s", f.Spec.FeatureName, turning, strings.Join(taskNamesOf(s.Tasks), ", "))
+	}
 	s.Owners = c.owners(s, key, versionChange)
 	c.setSafetyConditions(f, key, now)
 }
 
 // setConfigurationAgreed sets ConfigurationAgreed by the live kube-apiservers
 // that report a value other than configured, and returns them.
-func (c *Controller) setConfigurationAgreed(f *featuresv1alpha1.Feature, configured bool, now time.Time) []string {
-	disagreeing := disagreeingAPIServers(f.Status.Uses, configured, names(c.liveMembers()))
+func (c *Controller) setConfigurationAgreed(f *featuresv1alpha1.Feature, configured bool, now time.Time, live []member) []string {
+	disagreeing := disagreeingAPIServers(f.Status.Uses, configured, names(live))
 	setCondition(f, now, featuresv1alpha1.FeatureConditionConfigurationAgreed, len(disagreeing) == 0, "Agreed", "",
 		"APIServersDisagree", fmt.Sprintf("kube-apiservers configured %t: %s", !configured, strings.Join(disagreeing, ", ")))
 	return disagreeing
@@ -191,10 +193,10 @@ func mixedVersions(members []member) []string {
 // follows another release's default is told from a configured one.
 // ConfigurationAgreed names the servers configured otherwise than that
 // announcement.
-func (c *Controller) holdWhileVersionsMixed(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, mixed []string) {
+func (c *Controller) holdWhileVersionsMixed(f *featuresv1alpha1.Feature, key featuregate.Feature, now time.Time, mixed []string, live []member) {
 	s := &f.Status
 	if s.ConfiguredValue != nil {
-		c.setConfigurationAgreed(f, *s.ConfiguredValue, now)
+		c.setConfigurationAgreed(f, *s.ConfiguredValue, now, live)
 	}
 	message := fmt.Sprintf("kube-apiservers run %s: nothing moves until they run one version", strings.Join(mixed, ", "))
 	if len(s.Tasks) == 0 && (s.State == featuresv1alpha1.FeatureStateOn || s.State == featuresv1alpha1.FeatureStateOff) {

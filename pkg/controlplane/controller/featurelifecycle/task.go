@@ -180,17 +180,27 @@ func (r *Registry) TasksFor(feature featuregate.Feature, t Transition) []Task {
 	return tasks
 }
 
-// waits splits tasks into the registry's wait for the uses, which writes no
-// other object, and the features' own tasks.
-func (r *Registry) waits(tasks []Task) (waits, others []Task) {
+// Wait is implemented by a task that only waits for a state of the cluster
+// and writes no object, such as WaitForUses: a rollback that only follows a
+// default still runs it, while it skips the tasks that write.
+type Wait interface {
+	Task
+	// WritesNothing marks the task; it is never called.
+	WritesNothing()
+}
+
+// onRollback splits a transition's tasks, in order, into those a rollback
+// that only follows a default runs, the waits and the tasks that are also a
+// Downgrade's (they run as the rollback's), and those it skips.
+func onRollback(tasks []Task) (run, skipped []Task) {
 	for _, task := range tasks {
-		if task.Name() == r.waitForUses.Name() {
-			waits = append(waits, task)
+		if _, wait := task.(Wait); wait || task.AppliesTo(Downgrade) {
+			run = append(run, task)
 		} else {
-			others = append(others, task)
+			skipped = append(skipped, task)
 		}
 	}
-	return waits, others
+	return run, skipped
 }
 
 // Task returns the named task of the feature, nil if there is none: a task

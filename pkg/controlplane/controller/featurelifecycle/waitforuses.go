@@ -59,6 +59,8 @@ func NewWaitForUses(period, maxPeriod time.Duration) Task {
 
 func (waitForUses) Name() string { return WaitForUsesName }
 
+func (waitForUses) WritesNothing() {}
+
 func (waitForUses) AppliesTo(t Transition) bool { return t == TurnOn || t == TurnOff }
 
 func (w waitForUses) Run(ctx context.Context, tc *TaskContext) (Result, error) {

@@ -41,9 +41,16 @@ import (
 // (a rejected balloon is Failed) hold nothing and do not count.
 type WaitForNoBalloonPods struct{}
 
-var _ featurelifecycle.Exercise = WaitForNoBalloonPods{}
+var (
+	_ featurelifecycle.Exercise = WaitForNoBalloonPods{}
+	_ featurelifecycle.Wait     = WaitForNoBalloonPods{}
+)
 
 func (WaitForNoBalloonPods) Name() string { return "WaitForNoBalloonPods" }
+
+// WritesNothing: a rollback that only follows a default still waits for the
+// balloons to go.
+func (WaitForNoBalloonPods) WritesNothing() {}
 
 func (WaitForNoBalloonPods) AppliesTo(t featurelifecycle.Transition) bool {
 	return t == featurelifecycle.TurnOff
