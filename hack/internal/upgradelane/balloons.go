@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // The node-balloon addon's objects the lane handles by name
@@ -356,19 +357,33 @@ func (b *Balloons) balloons(ctx context.Context) ([]corev1.Pod, error) {
 }
 
 // untaint removes the balloon-pending taint from every node, as the KEP's
-// downgrade asks once the agent is gone (nothing would remove it).
+// downgrade asks once the agent is gone (nothing would remove it). A node
+// changed meanwhile (its controllers write labels and taints too) is read
+// again.
 func (b *Balloons) untaint(ctx context.Context) error {
 	nodes, err := b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
+	isBalloonTaint := func(t corev1.Taint) bool { return t.Key == balloonTaint }
 	for _, n := range nodes.Items {
-		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == balloonTaint })
-		if len(kept) == len(n.Spec.Taints) {
+		if !slices.ContainsFunc(n.Spec.Taints, isBalloonTaint) {
 			continue
 		}
-		n.Spec.Taints = kept
-		if _, err := b.Client.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{}); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := b.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), isBalloonTaint)
+			if len(kept) == len(node.Spec.Taints) {
+				return nil
+			}
+			node.Spec.Taints = kept
+			_, err = b.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("remove %s from %s: %w", balloonTaint, n.Name, err)
 		}
 	}

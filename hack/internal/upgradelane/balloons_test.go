@@ -27,10 +27,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // addonCluster fakes the node-balloon addon on a cluster of a worker and a
@@ -204,6 +208,40 @@ func TestBalloonsRoundTripKeepsTheRecordedSizes(t *testing.T) {
 	}
 	if problems := CheckBalloons(after, before); len(problems) > 0 {
 		t.Errorf("after the round trip: %v", problems)
+	}
+}
+
+// A node written by someone else between the list and the update is read
+// again, and its other taints kept.
+func TestUntaintRetriesAConflict(t *testing.T) {
+	c := newAddonCluster(t, nil)
+	ctx := context.Background()
+	node, err := c.client.CoreV1().Nodes().Get(ctx, "worker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule}
+	node.Spec.Taints = []corev1.Taint{{Key: balloonTaint, Effect: corev1.TaintEffectNoSchedule}, other}
+	if _, err := c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicts := 1
+	c.client.PrependReactor("update", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "worker", fmt.Errorf("the object has been modified"))
+	})
+	if err := c.balloons(t).untaint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, err = c.client.CoreV1().Nodes().Get(ctx, "worker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(node.Spec.Taints, []corev1.Taint{other}) {
+		t.Errorf("taints after untaint: %v, want only %v", node.Spec.Taints, other)
 	}
 }
 
