@@ -288,7 +288,7 @@ func (l *Lane) steps(all, workers []string, balloons *Balloons, burst PullBurst)
 			if err := l.Kind.KindSetGates(ctx, set(false, rolled...)); err != nil {
 				return err
 			}
-			if err := l.Kind.KindWaitFeatures(ctx, set(false, rolled...), 10*time.Minute); err != nil {
+			if err := l.Kind.KindWaitFeatures(ctx, set(false, rolled...), featuresSettle); err != nil {
 				return err
 			}
 			var err error
@@ -312,7 +312,7 @@ func (l *Lane) steps(all, workers []string, balloons *Balloons, burst PullBurst)
 			if err := l.Kind.KindSetGates(ctx, set(true, features...)); err != nil {
 				return err
 			}
-			if err := l.Kind.KindWaitFeatures(ctx, set(true, append(features, lifecycleGate)...), 10*time.Minute); err != nil {
+			if err := l.Kind.KindWaitFeatures(ctx, set(true, append(features, lifecycleGate)...), featuresSettle); err != nil {
 				return err
 			}
 			if err := balloons.On(ctx); err != nil {
@@ -364,6 +364,12 @@ func (l *Lane) steps(all, workers []string, balloons *Balloons, burst PullBurst)
 
 // brokenStep is the step LeaveOn breaks.
 const brokenStep = "roll back the features"
+
+// featuresSettle bounds a transition of the series' Features on the cluster:
+// WaitForUses waits up to the server flow's UsesMaxWaitPeriod (16 min) for a
+// component that started while the API was not served, as every component has
+// in step d, and step c took 9 min 32 s with none.
+const featuresSettle = 20 * time.Minute
 
 // lifecycleGate runs the server flow: rolled back last, turned on first.
 const lifecycleGate = "FeatureLifecycle"
