@@ -177,6 +177,11 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settin
 		if err := k.writeNodeFile(ctx, n.name, "/kind/upgrade.yaml", []byte(upgradeConfiguration(r.version))); err != nil {
 			return err
 		}
+		if n.role == "control-plane" {
+			if err := k.stopAPIServerBeforeEtcd(ctx, n.name, set); err != nil {
+				return err
+			}
+		}
 		if i == 0 {
 			k.c.Logf("%s: kubeadm upgrade apply %s", n.name, r.version)
 			if err := k.nodeExecLogged(ctx, n.name, "kubeadm", "upgrade", "apply", "--config", "/kind/upgrade.yaml"); err != nil {
@@ -208,6 +213,59 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settin
 		}
 	}
 	return nil
+}
+
+// apiServerDrainTime is how long a control plane's kube-apiserver has to end
+// its requests and connections before kubeadm restarts the etcd beside it:
+// the 20 seconds of kubeadm's upgrade guide.
+const apiServerDrainTime = 20 * time.Second
+
+// stopAPIServerBeforeEtcd follows kubeadm's upgrade guide ("Considerations
+// when upgrading etcd", kubernetes/website#45095, from kubernetes/kubeadm#2991)
+// when the upgrade replaces the node's etcd: its kube-apiserver, whose only
+// etcd is the local one, is stopped gracefully 20 seconds before kubeadm
+// runs, so that the clients it holds (the kubelets, through kind's load
+// balancer) move to the other control planes instead of waiting on it for as
+// long as etcd restarts. The kubelet starts it again. In the lane's run of
+// 2026-12-07 the second control plane's etcd was down 47 s without it, both
+// workers' node leases expired and the Service's endpoints went with them.
+func (k *Kind) stopAPIServerBeforeEtcd(ctx context.Context, node string, set images.Set) error {
+	manifest, err := k.readNodeFile(ctx, node, "/etc/kubernetes/manifests/etcd.yaml")
+	if err != nil {
+		return err
+	}
+	image, replaced := etcdReplaced(manifest, set)
+	if !replaced {
+		return nil
+	}
+	k.c.Logf("%s: etcd becomes %s: kube-apiserver stopped (SIGTERM) %v before kubeadm", node, image, apiServerDrainTime)
+	// pkill is not in every node image; the node sees its containers' processes.
+	if err := k.nodeExec(ctx, node, "sh", "-c",
+		`for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = kube-apiserver ] && kill -TERM "${p#/proc/}"; done; true`); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(apiServerDrainTime):
+	}
+	return nil
+}
+
+// etcdReplaced says whether the release's etcd image (of those it loads) is
+// not the one the node's etcd manifest runs, and names it.
+func etcdReplaced(manifest []byte, set images.Set) (string, bool) {
+	for name := range set {
+		if strings.HasPrefix(name, "registry.k8s.io/etcd:") {
+			for _, line := range strings.Split(string(manifest), "\n") {
+				if strings.TrimSpace(line) == "image: "+name {
+					return name, false
+				}
+			}
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // upgradeConfiguration is kubeadm's UpgradeConfiguration of an upgrade to

@@ -26,6 +26,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
 func writeTarball(t *testing.T, path string, files map[string]string) {
@@ -108,5 +110,29 @@ func TestUpgradeConfigurationAllowsTheProjectsRelease(t *testing.T) {
 		cfg.Apply.KubernetesVersion != "v1.37.2-carry.7+b07373f55496" || !cfg.Apply.AllowExperimentalUpgrades || !cfg.Apply.ForceUpgrade ||
 		!slices.Equal(cfg.Apply.IgnorePreflightErrors, []string{"SystemVerification"}) || !slices.Equal(cfg.Node.IgnorePreflightErrors, []string{"SystemVerification"}) {
 		t.Errorf("UpgradeConfiguration = %+v", cfg)
+	}
+}
+
+func TestEtcdReplacedComparesTheManifestsImage(t *testing.T) {
+	manifest := []byte("spec:\n  containers:\n  - command:\n    - etcd\n    image: registry.k8s.io/etcd:3.6.8-0\n    name: etcd\n")
+	release := func(etcd string) images.Set {
+		return images.Set{"registry.k8s.io/kube-apiserver:v1.37.2": nil, etcd: nil, "registry.k8s.io/pause:3.10.2": nil}
+	}
+	for _, tc := range []struct {
+		name     string
+		set      images.Set
+		replaced bool
+	}{
+		{"a newer etcd", release("registry.k8s.io/etcd:3.7.0-0"), true},
+		{"the same etcd", release("registry.k8s.io/etcd:3.6.8-0"), false},
+		// A tag that only starts like the manifest's is another image.
+		{"a tag the manifest's is a prefix of", release("registry.k8s.io/etcd:3.6.8-0-rc"), true},
+		{"no etcd in the release", images.Set{"registry.k8s.io/kube-apiserver:v1.37.2": nil}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, replaced := etcdReplaced(manifest, tc.set); replaced != tc.replaced {
+				t.Errorf("etcdReplaced = %v, want %v", replaced, tc.replaced)
+			}
+		})
 	}
 }
