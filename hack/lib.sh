@@ -209,6 +209,50 @@ inputs_key() {
 passed_with() { mkdir -p "$OUT/passed" && echo "$2" >"$OUT/passed/$1"; }
 passed_before() { [ "$(cat "$OUT/passed/$1" 2>/dev/null)" = "$2" ]; }
 
+# servers_inputs_key: the inputs of the cluster tests, which go test's cache
+# never reuses (-count=1: what they run is outside its view): the trees'
+# commits and any edit not committed in them, this repository's hack/ and
+# build/ (the harness, the images), the Debian packages installed (etcd,
+# containerd, runc) and Go.
+servers_inputs_key() {
+  local f
+  f=$(mktemp)
+  {
+    git -C "$OUT/kubernetes" status --porcelain=v1 -uall && git -C "$OUT/kubernetes" diff HEAD
+    git -C "$OUT/autoscaler" status --porcelain=v1 -uall && git -C "$OUT/autoscaler" diff HEAD
+    find hack build -type f | LC_ALL=C sort | xargs sha256sum
+    dpkg-query -W -f '${Package} ${Version}\n' 2>/dev/null
+  } >"$f" 2>&1
+  inputs_key "$f"
+  rm -f "$f"
+}
+
+# reuse_pass NAME KEY OUT.json: outside CI, a step of make test that passed with
+# the same inputs (KEY) is not run again: the results of that run are written to
+# OUT.json, after a line that says so; go test's cache does the same for the
+# tests without servers. Fails when there is no such pass (or under CI, whose
+# fresh clone has none anyway).
+reuse_pass() {
+  local name=$1 key=$2 out=$3 kept=$OUT/passed/$1.json
+  [ -z "${CI:-}" ] && [ -s "$kept" ] && passed_before "$name" "$key" || return 1
+  {
+    printf '{"Action":"output","Package":"%s","Output":"not run again: its inputs (key %s) are those of its pass of %s, whose results follow\\n"}\n' \
+      "$name" "${key:0:12}" "$(date -u -r "$kept" +%FT%TZ)"
+    cat "$kept"
+  } >"$out"
+  echo 0 >"${out%.json}.exit"
+}
+
+# keep_pass NAME KEY OUT.json: keeps a step's results for reuse_pass when they
+# passed (go test's exit status, where it wrote one, and the summary agree).
+keep_pass() {
+  local name=$1 key=$2 out=$3
+  rm -f "$OUT/passed/$name" "$OUT/passed/$name.json"
+  [ ! -e "${out%.json}.exit" ] || [ "$(cat "${out%.json}.exit")" = 0 ] || return 0
+  "$SUMMARY" "$out" >/dev/null 2>&1 || return 0
+  mkdir -p "$OUT/passed" && cp "$out" "$OUT/passed/$name.json" && passed_with "$name" "$key"
+}
+
 # check NAME CMD...: runs one check, prints its verdict (and its output when it
 # fails) and, when CHECKS_JSON is set, records it there as a test event.
 FAILED_CHECKS=0

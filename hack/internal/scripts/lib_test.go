@@ -151,3 +151,86 @@ func TestACheckPassedBeforeOnlyWithTheSameInputs(t *testing.T) {
 		t.Error("passed before although a tree has a new commit")
 	}
 }
+
+// A cluster step's pass is reused only with the same inputs, never under CI,
+// and a failure forgets it.
+func TestAServerStepIsReusedOnlyWithTheSameInputs(t *testing.T) {
+	work := t.TempDir() // the repository: its hack/ and build/
+	out := filepath.Join(work, "_output")
+	for _, tree := range []string{"kubernetes", "autoscaler"} {
+		dir := filepath.Join(out, tree)
+		if b, err := exec.Command("bash", "-c", `git init -q "$1" && echo a >"$1/f" && git -C "$1" add f && git -C "$1" -c user.name=t -c user.email=t@t commit -q -m base`, "-", dir).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+	}
+	for _, f := range []string{"hack/test.sh", "build/image.yaml"} {
+		if err := os.MkdirAll(filepath.Join(work, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, f), []byte("one\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The summary's verdict: a stream with a failed event failed.
+	summary := filepath.Join(t.TempDir(), "summary")
+	if err := os.WriteFile(summary, []byte("#!/bin/sh\n! grep -q '\"Action\":\"fail\"' \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	results := t.TempDir()
+	run := func(env, cmds string) bool {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", `source "$1" && OUT=$2 SUMMARY=$3 T=$4 && cd "$OUT/.." && `+cmds, "-", lib, out, summary, results)
+		cmd.Env = append(os.Environ(), "CI=")
+		if env != "" {
+			cmd.Env = append(cmd.Env, env)
+		}
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	const passed = `{"Action":"pass","Package":"smoke","Test":"TestSmoke"}`
+	if err := os.WriteFile(filepath.Join(results, "run.json"), []byte(passed+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(results, "run.exit"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if run("", `reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+		t.Fatal("reused before any pass")
+	}
+	if !run("", `keep_pass smoke "$(servers_inputs_key)" "$T/run.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+		t.Fatal("a pass with the same inputs not reused")
+	}
+	b, err := os.ReadFile(filepath.Join(results, "again.json"))
+	if err != nil || !strings.Contains(string(b), "not run again") || !strings.HasSuffix(string(b), passed+"\n") {
+		t.Errorf("reused results %q, %v: want the note, then the pass's events", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(results, "again.exit")); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("reused exit file %q, %v", b, err)
+	}
+	if run("CI=true", `reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+		t.Error("reused under CI")
+	}
+	for what, change := range map[string]string{
+		"an edit not committed in a tree": `echo b >"$OUT/kubernetes/f"`,
+		"a file not committed in a tree":  `echo b >"$OUT/autoscaler/g"`,
+		"a change of the harness":         `echo two >hack/test.sh`,
+		"a change of an image's input":    `echo two >build/image.yaml`,
+	} {
+		if run("", change+` && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+			t.Errorf("reused after %s", what)
+		}
+		if !run("", `keep_pass smoke "$(servers_inputs_key)" "$T/run.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+			t.Fatalf("after %s: a new pass not reused", what)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(results, "failed.json"), []byte(`{"Action":"fail","Package":"smoke","Test":"TestSmoke"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if run("", `keep_pass smoke "$(servers_inputs_key)" "$T/failed.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+		t.Error("the pass before a failure reused")
+	}
+}
