@@ -266,8 +266,12 @@ func (l *Lane) steps(all, workers []string, balloons *Balloons, burst PullBurst)
 				return err
 			}
 			l.logf("   the node-scoped VPA: %s", history)
-			burstProblems, err = burst.Run(ctx, workers)
-			return err
+			var report string
+			if report, burstProblems, err = burst.Run(ctx, workers); err != nil {
+				return err
+			}
+			l.logf("   the pull burst: %s", report)
+			return nil
 		},
 		features: func() FeatureExpectation {
 			return FeatureExpectation{Served: true, Settled: true, States: states(true, append(features, lifecycleGate)...)}

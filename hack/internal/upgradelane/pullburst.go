@@ -57,12 +57,12 @@ type PullBurst struct {
 	Images, Copies int
 }
 
-// Run makes the burst and returns what it found wrong: a pod not running, an
-// image pulled more than once by its node (the gate pulls an image once for
-// every pod that waits for it), no pull told its place in the queue, no pull
-// avoided by the kubelet's metric. It deletes its pods, and the registry stops,
-// when it returns.
-func (b PullBurst) Run(ctx context.Context, workers []string) (problems []string, err error) {
+// Run makes the burst and returns what it measured and what it found wrong: a
+// pod not running, an image pulled more than once by its node (the gate pulls
+// an image once for every pod that waits for it), no pull told its place in
+// the queue, no pull avoided by the kubelet's metric. It deletes its pods, and
+// the registry stops, when it returns.
+func (b PullBurst) Run(ctx context.Context, workers []string) (report string, problems []string, err error) {
 	serving, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan string, 1)
@@ -74,14 +74,14 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (problems []string
 	select {
 	case addr = <-ready:
 	case err := <-served:
-		return nil, fmt.Errorf("the pull burst's registry: %w", err)
+		return "", nil, fmt.Errorf("the pull burst's registry: %w", err)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return "", nil, ctx.Err()
 	}
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: burstNamespace}}
 	if _, err := b.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+		return "", nil, err
 	}
 	// Bare pods left behind would block the next step's drains.
 	defer func() {
@@ -93,7 +93,7 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (problems []string
 	before := map[string]float64{}
 	for _, w := range workers {
 		if before[w], err = b.avoided(ctx, w); err != nil {
-			return nil, err
+			return "", nil, err
 		}
 	}
 	pods, aliases := burstPods(addr, workers, b.Images, b.Copies, time.Now().Unix())
@@ -109,10 +109,12 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (problems []string
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 	}
 	var pending []string
+	created := time.Now()
+	var running time.Duration
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := b.Client.CoreV1().Pods(burstNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -124,36 +126,44 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (problems []string
 				pending = append(pending, p.Name+" "+string(p.Status.Phase))
 			}
 		}
+		running = time.Since(created)
 		return len(list.Items) == len(pods) && len(pending) == 0, nil
 	}); err != nil {
 		problems = append(problems, fmt.Sprintf("pull burst: pods not running 5 minutes after the burst: %s", strings.Join(pending, ", ")))
 	}
+	once := 0 // images whose manifest their node requested once
 	for _, alias := range aliases {
 		n, err := manifestRequests(ctx, addr, alias)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		if n != 1 {
+		if n == 1 {
+			once++
+		} else {
 			problems = append(problems, fmt.Sprintf("pull burst: %s was requested %d times by its node's %d pods, want once", alias, n, b.Copies))
 		}
 	}
 	events, err := b.Client.CoreV1().Events(burstNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=PullQueued"})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if len(events.Items) == 0 {
 		problems = append(problems, fmt.Sprintf("pull burst: no pull of %d was told its place in the queue (no PullQueued event)", len(pods)))
 	}
+	var avoided []string
 	for _, w := range workers {
 		after, err := b.avoided(ctx, w)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		if after <= before[w] {
 			problems = append(problems, fmt.Sprintf("pull burst: %s on %s did not grow (%v)", burstMetric, w, after))
 		}
+		avoided = append(avoided, fmt.Sprintf("%s %v", w, after-before[w]))
 	}
-	return problems, nil
+	report = fmt.Sprintf("%d pods of %d images new to their nodes, running %s after their creation; %d of the %d images pulled once (manifest requests); %d PullQueued events; %s grew by %s",
+		len(pods), len(aliases), running.Round(time.Second), once, len(aliases), len(events.Items), burstMetric, strings.Join(avoided, ", "))
+	return report, problems, nil
 }
 
 // burstPods are Copies pods of each of images aliases on every worker, the
