@@ -159,6 +159,12 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settin
 	if err := k.editClusterSettings(ctx, client, settings); err != nil {
 		return err
 	}
+	controlPlanes := 0
+	for _, n := range nodes {
+		if n.role == "control-plane" {
+			controlPlanes++
+		}
+	}
 	dest := upgradeDir + "/" + r.version
 	for _, n := range nodes {
 		if out, err := k.docker(ctx, "exec", n.name, "mkdir", "-p", dest).CombinedOutput(); err != nil {
@@ -177,8 +183,8 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settin
 		if err := k.writeNodeFile(ctx, n.name, "/kind/upgrade.yaml", []byte(upgradeConfiguration(r.version))); err != nil {
 			return err
 		}
-		if n.role == "control-plane" {
-			if err := k.stopAPIServerBeforeEtcd(ctx, n.name, set); err != nil {
+		if n.role == "control-plane" && controlPlanes > 1 {
+			if err := k.drainAPIServer(ctx, n.name); err != nil {
 				return err
 			}
 		}
@@ -216,32 +222,36 @@ func (k *Kind) KindUpgrade(ctx context.Context, tarballPath, tree string, settin
 }
 
 // apiServerDrainTime is how long a control plane's kube-apiserver has to end
-// its requests and connections before kubeadm restarts the etcd beside it:
-// the 20 seconds of kubeadm's upgrade guide.
+// its requests and connections before kubeadm runs on its node: the 20
+// seconds of kubeadm's upgrade guide.
 const apiServerDrainTime = 20 * time.Second
 
-// stopAPIServerBeforeEtcd follows kubeadm's upgrade guide ("Considerations
-// when upgrading etcd", kubernetes/website#45095, from kubernetes/kubeadm#2991)
-// when the upgrade replaces the node's etcd: its kube-apiserver, whose only
-// etcd is the local one, is stopped gracefully 20 seconds before kubeadm
-// runs, so that the clients it holds (the kubelets, through kind's load
-// balancer) move to the other control planes instead of waiting on it for as
-// long as etcd restarts. The kubelet starts it again. In the lane's run of
-// 2026-12-07 the second control plane's etcd was down 47 s without it, both
-// workers' node leases expired and the Service's endpoints went with them.
-func (k *Kind) stopAPIServerBeforeEtcd(ctx context.Context, node string, set images.Set) error {
-	manifest, err := k.readNodeFile(ctx, node, "/etc/kubernetes/manifests/etcd.yaml")
-	if err != nil {
-		return err
-	}
-	image, replaced := etcdReplaced(manifest, set)
-	if !replaced {
-		return nil
-	}
-	k.c.Logf("%s: etcd becomes %s: kube-apiserver stopped (SIGTERM) %v before kubeadm", node, image, apiServerDrainTime)
-	// pkill is not in every node image; the node sees its containers' processes.
-	if err := k.nodeExec(ctx, node, "sh", "-c",
-		`for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = kube-apiserver ] && kill -TERM "${p#/proc/}"; done; true`); err != nil {
+// stopProcessScript sends SIGTERM to every process of the node named $1 (its
+// command name, as /proc/PID/comm holds it) and fails when there is none; the
+// node sees its containers' processes, and pkill is not in every node image.
+const stopProcessScript = `found=
+for p in /proc/[0-9]*; do
+  [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] || continue
+  kill -TERM "${p#/proc/}" && found=1
+done
+[ -n "$found" ] || { echo "no process $1 to stop" >&2; exit 1; }`
+
+// drainAPIServer follows kubeadm's upgrade guide ("Considerations when
+// upgrading etcd", kubernetes/website#45095, from kubernetes/kubeadm#2991)
+// on a control plane of a cluster with several: its kube-apiserver is stopped
+// gracefully 20 seconds before kubeadm runs on the node, so that the clients
+// it holds (the kubelets, through kind's load balancer) move to the other
+// control planes. kubeadm restarts the node's etcd whenever its manifest
+// changes (a new image, or the certificates it renews on every upgrade), and a
+// kubeadm kube-apiserver talks to its own node's etcd only: its clients would
+// otherwise wait on it for as long as etcd restarts. The kubelet starts it
+// again at once; the connections that moved stay where they are. In the
+// lane's run of 2026-12-07 without it, the second control plane's etcd was
+// down 47 s, both workers' node leases expired and the Service's endpoints
+// went with them.
+func (k *Kind) drainAPIServer(ctx context.Context, node string) error {
+	k.c.Logf("%s: kube-apiserver stopped (SIGTERM) %v before kubeadm, which restarts etcd", node, apiServerDrainTime)
+	if err := k.nodeExec(ctx, node, "sh", "-c", stopProcessScript, "sh", "kube-apiserver"); err != nil {
 		return err
 	}
 	select {
@@ -250,22 +260,6 @@ func (k *Kind) stopAPIServerBeforeEtcd(ctx context.Context, node string, set ima
 	case <-time.After(apiServerDrainTime):
 	}
 	return nil
-}
-
-// etcdReplaced says whether the release's etcd image (of those it loads) is
-// not the one the node's etcd manifest runs, and names it.
-func etcdReplaced(manifest []byte, set images.Set) (string, bool) {
-	for name := range set {
-		if strings.HasPrefix(name, "registry.k8s.io/etcd:") {
-			for _, line := range strings.Split(string(manifest), "\n") {
-				if strings.TrimSpace(line) == "image: "+name {
-					return name, false
-				}
-			}
-			return name, true
-		}
-	}
-	return "", false
 }
 
 // upgradeConfiguration is kubeadm's UpgradeConfiguration of an upgrade to

@@ -19,15 +19,16 @@ package kind
 import (
 	"archive/tar"
 	"compress/gzip"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/kube-carry/kube-carry/hack/internal/images"
 )
 
 func writeTarball(t *testing.T, path string, files map[string]string) {
@@ -113,26 +114,44 @@ func TestUpgradeConfigurationAllowsTheProjectsRelease(t *testing.T) {
 	}
 }
 
-func TestEtcdReplacedComparesTheManifestsImage(t *testing.T) {
-	manifest := []byte("spec:\n  containers:\n  - command:\n    - etcd\n    image: registry.k8s.io/etcd:3.6.8-0\n    name: etcd\n")
-	release := func(etcd string) images.Set {
-		return images.Set{"registry.k8s.io/kube-apiserver:v1.37.2": nil, etcd: nil, "registry.k8s.io/pause:3.10.2": nil}
+// The stop script sends SIGTERM to the processes of the name it is given, and
+// to no other; it fails when there is none.
+func TestStopProcessScriptStopsOnlyTheNamedProcess(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name     string
-		set      images.Set
-		replaced bool
-	}{
-		{"a newer etcd", release("registry.k8s.io/etcd:3.7.0-0"), true},
-		{"the same etcd", release("registry.k8s.io/etcd:3.6.8-0"), false},
-		// A tag that only starts like the manifest's is another image.
-		{"a tag the manifest's is a prefix of", release("registry.k8s.io/etcd:3.6.8-0-rc"), true},
-		{"no etcd in the release", images.Set{"registry.k8s.io/kube-apiserver:v1.37.2": nil}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, replaced := etcdReplaced(manifest, tc.set); replaced != tc.replaced {
-				t.Errorf("etcdReplaced = %v, want %v", replaced, tc.replaced)
-			}
-		})
+	// A name no real process has: the test's host may run kube-apiservers.
+	const name = "kc-stop-test"
+	named := filepath.Join(t.TempDir(), name)
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(named, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(path string) *exec.Cmd {
+		cmd := exec.Command(path, "300")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	target, other := start(named), start(sleep)
+	if out, err := exec.Command("sh", "-c", stopProcessScript, "sh", name).CombinedOutput(); err != nil {
+		t.Fatalf("stopping %s: %v: %s", name, err, out)
+	}
+	err = target.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("%s ended with %v, want SIGTERM", name, err)
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the other process was stopped too: %v", err)
+	}
+	if out, err := exec.Command("sh", "-c", stopProcessScript, "sh", name).CombinedOutput(); err == nil || !strings.Contains(string(out), "no process "+name) {
+		t.Errorf("with no %s left: %v, %q; want a failure that says so", name, err, out)
 	}
 }
