@@ -210,28 +210,32 @@ passed_with() { mkdir -p "$OUT/passed" && echo "$2" >"$OUT/passed/$1"; }
 passed_before() { [ "$(cat "$OUT/passed/$1" 2>/dev/null)" = "$2" ]; }
 
 # servers_inputs_key: the inputs of the cluster tests, which go test's cache
-# never reuses (-count=1: what they run is outside its view): the trees'
-# commits and any edit not committed in them, this repository's hack/ and
-# build/ (the harness, the images), the Debian packages installed (etcd,
-# containerd, runc) and Go.
+# never reuses (-count=1: what they run is outside its view): each tree's
+# content, its commit and any file edited or added since (through a copy of
+# its index, which rehashes only what changed), this repository's hack/,
+# build/ and go.mod/go.sum (the harness, the images, their dependencies), the
+# Debian packages installed (etcd, containerd, runc) and Go.
 servers_inputs_key() {
-  local f
+  local f tree index
   f=$(mktemp)
+  index=$(mktemp)
   {
-    git -C "$OUT/kubernetes" status --porcelain=v1 -uall && git -C "$OUT/kubernetes" diff HEAD
-    git -C "$OUT/autoscaler" status --porcelain=v1 -uall && git -C "$OUT/autoscaler" diff HEAD
-    find hack build -type f | LC_ALL=C sort | xargs sha256sum
+    for tree in "$OUT/kubernetes" "$OUT/autoscaler"; do
+      cp "$(git -C "$tree" rev-parse --absolute-git-dir)/index" "$index" &&
+        GIT_INDEX_FILE=$index git -C "$tree" add -A && GIT_INDEX_FILE=$index git -C "$tree" write-tree
+    done
+    { find hack build -type f -print0 && printf '%s\0' go.mod go.sum; } | LC_ALL=C sort -z | xargs -0 sha256sum
     dpkg-query -W -f '${Package} ${Version}\n' 2>/dev/null
   } >"$f" 2>&1
   inputs_key "$f"
-  rm -f "$f"
+  rm -f "$f" "$index"
 }
 
-# reuse_pass NAME KEY OUT.json: outside CI, a step of make test that passed with
-# the same inputs (KEY) is not run again: the results of that run are written to
-# OUT.json, after a line that says so; go test's cache does the same for the
-# tests without servers. Fails when there is no such pass (or under CI, whose
-# fresh clone has none anyway).
+# reuse_pass NAME KEY OUT.json: outside CI (CI unset or empty), a step of make
+# test that passed with the same inputs (KEY) is not run again: the results of
+# that run are written to OUT.json, after a line that says so and when they were
+# written; go test's cache does the same for the tests without servers. Fails
+# when there is no such pass.
 reuse_pass() {
   local name=$1 key=$2 out=$3 kept=$OUT/passed/$1.json
   [ -z "${CI:-}" ] && [ -s "$kept" ] && passed_before "$name" "$key" || return 1
@@ -244,13 +248,20 @@ reuse_pass() {
 }
 
 # keep_pass NAME KEY OUT.json: keeps a step's results for reuse_pass when they
-# passed (go test's exit status, where it wrote one, and the summary agree).
+# passed (go test's exit status, where it wrote one, and the summary agree) and
+# no test skipped itself (a cluster test skips when not root or when a cluster
+# is up, which the key does not cover); forget_pass NAME... forgets them.
+forget_pass() {
+  local name
+  for name in "$@"; do rm -f "$OUT/passed/$name" "$OUT/passed/$name.json"; done
+}
 keep_pass() {
   local name=$1 key=$2 out=$3
-  rm -f "$OUT/passed/$name" "$OUT/passed/$name.json"
+  forget_pass "$name"
   [ ! -e "${out%.json}.exit" ] || [ "$(cat "${out%.json}.exit")" = 0 ] || return 0
+  ! grep -q '"Action":"skip"' "$out" || return 0
   "$SUMMARY" "$out" >/dev/null 2>&1 || return 0
-  mkdir -p "$OUT/passed" && cp "$out" "$OUT/passed/$name.json" && passed_with "$name" "$key"
+  mkdir -p "$OUT/passed" && cp -p "$out" "$OUT/passed/$name.json" && passed_with "$name" "$key"
 }
 
 # check NAME CMD...: runs one check, prints its verdict (and its output when it

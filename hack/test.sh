@@ -81,17 +81,25 @@ CHECKS_JSON=$TESTOUT/verify.json hack/verify.sh
 # 16443-16445 and an etcd on 23791/23792 (it runs beside the VPA's test); no other
 # step uses them (the integration tests' etcd listens on 23790, 23800, ...).
 cluster_lane() {
-  local processes_pid= key
+  local processes_pid= key step
   # The packages (containerd, runc, the CNI plugins, etcd) the clusters run on.
   while [ -n "$packages_pid" ] && kill -0 "$packages_pid" 2>/dev/null; do sleep 2; done
   key=$(servers_inputs_key)
-  echo "== local cluster smoke (build, up, one pod from the local registry, a balloon across kubelet restarts, down)"
-  # The binaries, the smoke and the processes test are reused together or run together.
+  # The binaries and the three tests that run them are reused together or run
+  # together: the VPA's test runs the local cluster of those binaries too.
   if reuse_pass build "$key" "$TESTOUT/build.json" && reuse_pass smoke "$key" "$TESTOUT/smoke.json" &&
-    reuse_pass featureapi-processes "$key" "$TESTOUT/featureapi-processes.json"; then
-    "$SUMMARY" "$TESTOUT/smoke.json" | tail -n 1
-  elif rm -f "$TESTOUT/build.json" "$TESTOUT/smoke.json" "$TESTOUT/featureapi-processes.json" &&
-    CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries nice -n 10 hack/build.sh --test-flags &&
+    reuse_pass featureapi-processes "$key" "$TESTOUT/featureapi-processes.json" &&
+    reuse_pass vpa-e2e "$key" "$TESTOUT/vpa-e2e.json"; then
+    for step in smoke vpa-e2e featureapi-processes; do
+      echo "== $step: not run again, its inputs are those of its last pass (key ${key:0:12})"
+      "$SUMMARY" "$TESTOUT/$step.json" | tail -n 1
+    done
+    return 0
+  fi
+  rm -f "$TESTOUT"/{build,smoke,featureapi-processes,vpa-e2e}.{json,exit}
+  forget_pass build smoke featureapi-processes vpa-e2e
+  echo "== local cluster smoke (build, up, one pod from the local registry, a balloon across kubelet restarts, down)"
+  if CHECKS_JSON=$TESTOUT/build.json CHECKS_PKG=build check build-binaries nice -n 10 hack/build.sh --test-flags &&
     go build "${TEST_BUILD_FLAGS[@]}" -o "$OUT/tools/cluster" ./hack/cmd/cluster; then
     keep_pass build "$key" "$TESTOUT/build.json"
     gojson "$TESTOUT/smoke.json" go test "${TEST_BUILD_FLAGS[@]}" -tags smoke -count=1 -json -vet=off -timeout 20m -run '^TestSmoke$' ./hack/internal/cluster
@@ -108,9 +116,7 @@ cluster_lane() {
   echo "== VPA per-node recommendations end to end (two nodes, metrics-server, the patched recommender)"
   # What the test runs: metrics-server (a module graph of its own) and the VPA's
   # -race binaries; a failed build fails the step with its log.
-  if reuse_pass vpa-e2e "$key" "$TESTOUT/vpa-e2e.json"; then
-    :
-  elif ! nice -n 10 hack/vpa.sh e2e-build >"$TESTOUT/e2e-build.log" 2>&1; then
+  if ! nice -n 10 hack/vpa.sh e2e-build >"$TESTOUT/e2e-build.log" 2>&1; then
     tail -n 20 "$TESTOUT/e2e-build.log"
     "$SUMMARY" record vpa-e2e build fail <"$TESTOUT/e2e-build.log" >"$TESTOUT/vpa-e2e.json"
   else
@@ -121,8 +127,6 @@ cluster_lane() {
   if [ -n "$processes_pid" ]; then
     wait "$processes_pid" || true # its result is in its file, which the summary reads
     keep_pass featureapi-processes "$key" "$TESTOUT/featureapi-processes.json"
-  fi
-  if [ -s "$TESTOUT/featureapi-processes.json" ]; then
     echo "== Feature API: three kube-apiserver processes (disagreement, rolling restart, SIGTERM, kill -9, mixed versions)"
     "$SUMMARY" "$TESTOUT/featureapi-processes.json" | tail -n 1
   fi

@@ -163,7 +163,7 @@ func TestAServerStepIsReusedOnlyWithTheSameInputs(t *testing.T) {
 			t.Fatalf("%v: %s", err, b)
 		}
 	}
-	for _, f := range []string{"hack/test.sh", "build/image.yaml"} {
+	for _, f := range []string{"hack/test.sh", "build/image.yaml", "go.mod", "go.sum"} {
 		if err := os.MkdirAll(filepath.Join(work, filepath.Dir(f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -214,12 +214,16 @@ func TestAServerStepIsReusedOnlyWithTheSameInputs(t *testing.T) {
 	if run("CI=true", `reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
 		t.Error("reused under CI")
 	}
-	for what, change := range map[string]string{
-		"an edit not committed in a tree": `echo b >"$OUT/kubernetes/f"`,
-		"a file not committed in a tree":  `echo b >"$OUT/autoscaler/g"`,
-		"a change of the harness":         `echo two >hack/test.sh`,
-		"a change of an image's input":    `echo two >build/image.yaml`,
+	for _, c := range []struct{ what, change string }{
+		{"an edit not committed in a tree", `echo b >"$OUT/kubernetes/f"`},
+		{"a file not committed in a tree", `echo b >"$OUT/autoscaler/g"`},
+		{"an edit of that file", `echo c >"$OUT/autoscaler/g"`},
+		{"a new commit in a tree", `git -C "$OUT/kubernetes" -c user.name=t -c user.email=t@t commit -qam next`},
+		{"a change of the harness", `echo two >hack/test.sh`},
+		{"a change of an image's input", `echo two >build/image.yaml`},
+		{"a change of the harness's dependencies", `echo two >go.sum`},
 	} {
+		what, change := c.what, c.change
 		if run("", change+` && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
 			t.Errorf("reused after %s", what)
 		}
@@ -227,10 +231,23 @@ func TestAServerStepIsReusedOnlyWithTheSameInputs(t *testing.T) {
 			t.Fatalf("after %s: a new pass not reused", what)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(results, "failed.json"), []byte(`{"Action":"fail","Package":"smoke","Test":"TestSmoke"}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if run("", `keep_pass smoke "$(servers_inputs_key)" "$T/failed.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
-		t.Error("the pass before a failure reused")
+	for name, c := range map[string]struct{ events, exit string }{
+		"failed":  {`{"Action":"fail","Package":"smoke","Test":"TestSmoke"}`, "1"},
+		"skipped": {`{"Action":"skip","Package":"smoke","Test":"TestSmoke"}` + "\n" + `{"Action":"pass","Package":"smoke"}`, "0"},
+		// go test failed (a bad flag, a timeout) after events that passed.
+		"exited": {passed, "2"},
+	} {
+		if err := os.WriteFile(filepath.Join(results, name+".json"), []byte(c.events+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(results, name+".exit"), []byte(c.exit+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if !run("", `keep_pass smoke "$(servers_inputs_key)" "$T/run.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+			t.Fatalf("%s: the pass before not reused", name)
+		}
+		if run("", `keep_pass smoke "$(servers_inputs_key)" "$T/`+name+`.json" && reuse_pass smoke "$(servers_inputs_key)" "$T/again.json"`) {
+			t.Errorf("%s: kept, or the pass before it reused", name)
+		}
 	}
 }
