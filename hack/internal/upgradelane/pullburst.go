@@ -96,7 +96,9 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 			return "", nil, err
 		}
 	}
-	pods, aliases := burstPods(addr, workers, b.Images, b.Copies, time.Now().Unix())
+	start := time.Now()
+	pods, aliases := burstPods(addr, workers, b.Images, b.Copies, start.Unix())
+	result := burstResult{Pods: len(pods), Images: len(aliases)}
 	var wg sync.WaitGroup
 	errs := make([]error, len(pods))
 	for i, p := range pods {
@@ -113,8 +115,6 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 		}
 	}
 	var pending []string
-	created := time.Now()
-	var running time.Duration
 	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := b.Client.CoreV1().Pods(burstNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -126,19 +126,22 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 				pending = append(pending, p.Name+" "+string(p.Status.Phase))
 			}
 		}
-		running = time.Since(created)
-		return len(list.Items) == len(pods) && len(pending) == 0, nil
+		if len(list.Items) < len(pods) || len(pending) > 0 {
+			return false, nil
+		}
+		result.Running = time.Since(start)
+		return true, nil
 	}); err != nil {
+		result.Pending = len(pending)
 		problems = append(problems, fmt.Sprintf("pull burst: pods not running 5 minutes after the burst: %s", strings.Join(pending, ", ")))
 	}
-	once := 0 // images whose manifest their node requested once
 	for _, alias := range aliases {
 		n, err := manifestRequests(ctx, addr, alias)
 		if err != nil {
 			return "", nil, err
 		}
 		if n == 1 {
-			once++
+			result.Once++
 		} else {
 			problems = append(problems, fmt.Sprintf("pull burst: %s was requested %d times by its node's %d pods, want once", alias, n, b.Copies))
 		}
@@ -147,10 +150,18 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 	if err != nil {
 		return "", nil, err
 	}
-	if len(events.Items) == 0 {
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	for _, e := range events.Items {
+		if names[e.InvolvedObject.Name] {
+			result.Queued += max(int(e.Count), 1)
+		}
+	}
+	if result.Queued == 0 {
 		problems = append(problems, fmt.Sprintf("pull burst: no pull of %d was told its place in the queue (no PullQueued event)", len(pods)))
 	}
-	var avoided []string
 	for _, w := range workers {
 		after, err := b.avoided(ctx, w)
 		if err != nil {
@@ -159,11 +170,32 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 		if after <= before[w] {
 			problems = append(problems, fmt.Sprintf("pull burst: %s on %s did not grow (%v)", burstMetric, w, after))
 		}
-		avoided = append(avoided, fmt.Sprintf("%s %v", w, after-before[w]))
+		result.Avoided = append(result.Avoided, fmt.Sprintf("%s %v", w, after-before[w]))
 	}
-	report = fmt.Sprintf("%d pods of %d images new to their nodes, running %s after their creation; %d of the %d images pulled once (manifest requests); %d PullQueued events; %s grew by %s",
-		len(pods), len(aliases), running.Round(time.Second), once, len(aliases), len(events.Items), burstMetric, strings.Join(avoided, ", "))
-	return report, problems, nil
+	return result.String(), problems, nil
+}
+
+// burstResult is what a burst measured.
+type burstResult struct {
+	Pods, Images int
+	// Running is how long after the first creation every pod ran; Pending
+	// how many did not when the wait ended.
+	Running time.Duration
+	Pending int
+	// Once is how many images their node pulled once (manifest requests);
+	// Queued the PullQueued events of the burst's pods.
+	Once, Queued int
+	// Avoided is the growth of burstMetric on each worker.
+	Avoided []string
+}
+
+func (r burstResult) String() string {
+	running := fmt.Sprintf("all running %s after their creation", r.Running.Round(time.Second))
+	if r.Pending > 0 || r.Running == 0 {
+		running = fmt.Sprintf("%d not running when the wait ended", r.Pending)
+	}
+	return fmt.Sprintf("%d pods of %d images new to their nodes, %s; %d of the %d images pulled once (manifest requests); %d PullQueued events; %s grew by %s",
+		r.Pods, r.Images, running, r.Once, r.Images, r.Queued, burstMetric, strings.Join(r.Avoided, ", "))
 }
 
 // burstPods are Copies pods of each of images aliases on every worker, the

@@ -19,6 +19,7 @@ package upgradelane
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -68,5 +69,17 @@ func TestMetricValue(t *testing.T) {
 	}
 	if v, err := metricValue("", burstMetric); err != nil || v != 0 {
 		t.Errorf("a counter never incremented: got %v, %v; want 0", v, err)
+	}
+}
+
+// A burst whose pods did not all run says so, not how long they took.
+func TestBurstResultSaysWhenPodsDidNotRun(t *testing.T) {
+	done := burstResult{Pods: 6, Images: 2, Running: 41 * time.Second, Once: 2, Queued: 4, Avoided: []string{"w1 2", "w2 2"}}
+	if got := done.String(); !strings.Contains(got, "all running 41s after their creation") || !strings.Contains(got, "2 of the 2 images pulled once") {
+		t.Errorf("burst that ran: %q", got)
+	}
+	timedOut := burstResult{Pods: 6, Images: 2, Pending: 3}
+	if got := timedOut.String(); strings.Contains(got, "all running") || !strings.Contains(got, "3 not running when the wait ended") {
+		t.Errorf("burst that timed out: %q", got)
 	}
 }
