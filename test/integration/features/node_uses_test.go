@@ -20,18 +20,23 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	featuresv1alpha1 "k8s.io/api/features/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/util/feature/reporting"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/component-base/featuregate"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 	"k8s.io/utils/ptr"
@@ -187,5 +192,108 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 	}
 	if len(kubelet) != 1 || strings.Join(kubelet[0].Instances, ",") != "node1" || !kubelet[0].Value {
 		t.Errorf("kubelet uses after the refused writes: %+v", kubelet)
+	}
+}
+
+// A kubelet that restarts with another value, whose sample is full already,
+// leaves its old entry through the real admission chain: seen on the upgrade
+// lane, where NodeRestriction refused the worker's move and its old entry
+// held the Feature's transition for ever.
+func TestKubeletMovesToAFullSample(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte(strings.Join([]string{
+		`admin-token,admin,uid1,"system:masters"`,
+		`node1-token,system:node:node1,uid2,"system:nodes"`,
+	}, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := kubeapiservertesting.StartTestServerOrDie(t, nil, []string{
+		"--endpoint-reconciler-type=none",
+		"--feature-gates=FeatureLifecycle=true",
+		"--runtime-config=features.k8s.io/v1alpha1=true",
+		"--authorization-mode=Node,RBAC",
+		"--token-auth-file=" + tokenFile,
+		"--enable-admission-plugins=NodeRestriction",
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+	}, framework.SharedEtcd())
+	t.Cleanup(server.TearDownFn)
+	client := func(token string) clientset.Interface {
+		config := restclient.AnonymousClientConfig(server.ClientConfig)
+		config.BearerToken = token
+		return clientset.NewForConfigOrDie(config)
+	}
+	admin := client("admin-token")
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node1"},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.36.3"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Live node leases: the server flow prunes the names of kubelets without one.
+	for _, node := range []string{"node1", "node2", "node3", "node4"} {
+		if _, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const feature = "KubeCarryMoveTest"
+	features := admin.FeaturesV1alpha1().Features(metav1.NamespaceSystem)
+	if _, err := features.Create(ctx, &featuresv1alpha1.Feature{
+		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(feature)},
+		Spec:       featuresv1alpha1.FeatureSpec{FeatureName: feature},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// node1 ran with the feature on; three others run it off, a full sample.
+	kubeletUse := func(value bool, instances ...string) featuresv1alpha1.FeatureUse {
+		return featuresv1alpha1.FeatureUse{Component: "kubelet", Value: value, Instances: instances, BinaryVersion: "1.36", EmulationVersion: "1.36"}
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f, err := features.Get(ctx, strings.ToLower(feature), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		f.Status.Uses = append(f.Status.Uses, kubeletUse(true, "node1"), kubeletUse(false, "node2", "node3", "node4"))
+		_, err = features.UpdateUses(ctx, f.Name, f, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// node1's kubelet starts again with the feature off.
+	gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.36"))
+	if err := gate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
+		feature: {{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reporter := reporting.NewGate(gate)
+	reporter.Enabled(feature)
+	opts := reporting.DefaultOptions(metav1.NamespaceSystem, "kubelet", "node1")
+	opts.BinaryVersion, opts.EmulationVersion = "1.36", "1.36"
+	opts.MaxDelay, opts.CheckInterval = 0, 100*time.Millisecond
+	reporter.Start(ctx, client("node1-token"), opts)
+
+	// node1's lease is live, so the server flow keeps its name: the old entry
+	// goes by node1's own write only.
+	var uses []featuresv1alpha1.FeatureUse
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		f, err := features.Get(ctx, strings.ToLower(feature), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		uses = f.Status.Uses
+		return !slices.ContainsFunc(uses, func(u featuresv1alpha1.FeatureUse) bool { return u.Component == "kubelet" && u.Value }), nil
+	}); err != nil {
+		t.Fatalf("node1's kubelet did not leave its old entry: %v; uses %+v", err, uses)
+	}
+	for _, u := range uses {
+		if u.Component == "kubelet" && !u.Value && strings.Join(u.Instances, ",") != "node2,node3,node4" {
+			t.Errorf("the full sample changed: %v", u.Instances)
+		}
 	}
 }

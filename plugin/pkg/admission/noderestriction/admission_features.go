@@ -35,9 +35,10 @@ const kubeletComponent = "kubelet"
 // admitFeatureUses lets a node report what its kubelet found: it may add its
 // own name to the kubelet entry of a value and versions, or add that entry
 // naming exactly itself, renew an entry that names it, remove its name from
-// another kubelet entry (and that entry, if it named only the node), remove
-// a kubelet entry that names nobody, and change nothing else. It ends up
-// named in at most one kubelet entry, and leaves no entry without instances:
+// another kubelet entry (and that entry, if it named only the node, when
+// another kubelet entry reports), remove a kubelet entry that names nobody,
+// and change nothing else. It ends up named in at most one kubelet entry, and
+// leaves no entry without instances:
 // an entry nobody names would hold a transition (it is an old value still
 // in use) and would be the node's to keep alive.
 func (p *Plugin) admitFeatureUses(nodeName string, a admission.Attributes) error {
@@ -154,15 +155,19 @@ func checkNodeFeatureUses(nodeName string, oldUses, newUses []featuresapi.Featur
 		return fmt.Errorf("node %q may be named in one kubelet use only: its kubelet reports one value at one version", nodeName)
 	}
 	// A node whose value or version changed moves itself: the kubelet entry
-	// that named only it may go when the node is named in another one now. A
-	// kubelet entry that names nobody may go too.
+	// that named only it may go when another kubelet entry reports now, one
+	// that names the node or, its sample being full, only others (a kubelet
+	// joins a sample with room only, reporting.Options.SampleSize). Any node
+	// may report any value of its own, so this takes nothing from the server
+	// flow that a false report would not. A kubelet entry that names nobody
+	// may go too.
 	remaining = slices.DeleteFunc(remaining, func(old featuresapi.FeatureUse) bool {
 		if old.Component != kubeletComponent {
 			return false
 		}
 		return len(old.Instances) == 0 || slices.Equal(old.Instances, []string{nodeName}) &&
 			slices.ContainsFunc(newUses, func(use featuresapi.FeatureUse) bool {
-				return use.Component == kubeletComponent && !featuresapi.SameUse(use, old) && slices.Contains(use.Instances, nodeName)
+				return use.Component == kubeletComponent && !featuresapi.SameUse(use, old)
 			})
 	})
 	if len(remaining) > 0 {

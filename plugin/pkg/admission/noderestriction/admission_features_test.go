@@ -138,6 +138,50 @@ func TestAdmitFeatureUses(t *testing.T) {
 	}
 }
 
+// A node whose new value's sample is full (every kubelet joins only a sample
+// with room) leaves its old entry without being named in the new one: seen on
+// the upgrade lane, where a worker restarted with the gate off was refused
+// the move and held the Feature's transition for ever.
+func TestAdmitFeatureUsesMoveToAFullSample(t *testing.T) {
+	reported := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	use := func(value bool, instances ...string) featuresapi.FeatureUse {
+		return featuresapi.FeatureUse{Component: "kubelet", Value: value, Instances: instances, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}
+	}
+	apiserver := featuresapi.FeatureUse{Component: "kube-apiserver", Value: false, Instances: []string{"apiserver-a"}, BinaryVersion: "1.36", EmulationVersion: "1.36", FirstReportTime: &reported}
+	stored := []featuresapi.FeatureUse{apiserver, use(true, "node-1"), use(false, "cp-1", "cp-2", "cp-3")}
+	tests := []struct {
+		name    string
+		node    string
+		uses    []featuresapi.FeatureUse
+		wantErr string
+	}{
+		{name: "its entry gone, the full sample of its new value as it was", node: "node-1", uses: []featuresapi.FeatureUse{apiserver, use(false, "cp-1", "cp-2", "cp-3")}},
+		{name: "another node's entry gone", node: "node-2", uses: []featuresapi.FeatureUse{apiserver, use(false, "cp-1", "cp-2", "cp-3")}, wantErr: "may not remove uses: kubelet=true is missing"},
+		{name: "its entry gone, and the other entry too", node: "node-1", uses: []featuresapi.FeatureUse{apiserver}, wantErr: "may not remove uses: kubelet=true is missing"},
+		{name: "its entry gone, the other entry changed", node: "node-1", uses: []featuresapi.FeatureUse{apiserver, use(false, "cp-1", "cp-2")}, wantErr: "may only add itself to the kubelet use of value false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "kubeletimagepullgate", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: stored}}
+			updated := old.DeepCopy()
+			updated.Status.Uses = tc.uses
+			node := &user.DefaultInfo{Name: "system:node:" + tc.node, Groups: []string{"system:nodes"}}
+			attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
+				featureResource.WithVersion("v1alpha1"), "uses", admission.Update, &metav1.UpdateOptions{}, false, node)
+			err := newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("want the update admitted, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
+
 // A kubelet entry that names nobody, stored before NodeRestriction refused
 // them, neither blocks a node's report nor needs it: the node may keep it as
 // it is or remove it.
