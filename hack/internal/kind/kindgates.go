@@ -504,14 +504,19 @@ func (k *Kind) KindWaitFeatures(ctx context.Context, gates map[string]bool, time
 		return err
 	}
 	start := time.Now()
-	seen := map[string]string{}
+	// seen is each Feature's state and tasks as last logged; why, what its
+	// Transitioning condition last said (WaitForUses names who holds it).
+	seen, why := map[string]string{}, map[string]string{}
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		done := true
 		for _, gate := range slices.Sorted(maps.Keys(gates)) {
 			name := strings.ToLower(gate)
 			f, err := client.Resource(FeaturesResource).Namespace(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				seen[name] = err.Error()
+				// The wait's own end is no news of the Feature.
+				if ctx.Err() == nil {
+					why[name] = err.Error()
+				}
 				done = false
 				continue
 			}
@@ -520,15 +525,33 @@ func (k *Kind) KindWaitFeatures(ctx context.Context, gates map[string]bool, time
 				k.c.Logf("%s: %s after %v", name, now, time.Since(start).Round(time.Second))
 				seen[name] = now
 			}
+			why[name] = transitioningMessage(f.Object)
 			want := map[bool]string{true: "On", false: "Off"}[gates[gate]]
 			done = done && state == want && len(tasks) == 0
 		}
 		return done, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the Features did not reach the gates' values within %v (last seen: %v): %w", timeout, seen, err)
+		var last []string
+		for _, name := range slices.Sorted(maps.Keys(seen)) {
+			last = append(last, fmt.Sprintf("%s %s: %s", name, seen[name], why[name]))
+		}
+		return fmt.Errorf("the Features did not reach the gates' values within %v (last seen: %s): %w", timeout, strings.Join(last, "; "), err)
 	}
 	return nil
+}
+
+// transitioningMessage is the message of a Feature's Transitioning condition
+// while it is True, or "".
+func transitioningMessage(feature map[string]any) string {
+	conditions, _, _ := unstructured.NestedSlice(feature, "status", "conditions")
+	for _, c := range conditions {
+		if c, ok := c.(map[string]any); ok && c["type"] == "Transitioning" && c["status"] == "True" {
+			msg, _ := c["message"].(string)
+			return msg
+		}
+	}
+	return ""
 }
 
 // FeatureProgress returns a Feature's status.state and the names of its

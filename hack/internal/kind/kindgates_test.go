@@ -234,3 +234,22 @@ func TestSeriesSettingsOfTheKindConfigs(t *testing.T) {
 		t.Errorf("Removed() = %+v", removed)
 	}
 }
+
+// A wait that ends says what holds each Feature: its Transitioning condition.
+func TestTransitioningMessage(t *testing.T) {
+	feature := func(status string) map[string]any {
+		return map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "ConfigurationAgreed", "status": "True", "message": ""},
+			map[string]any{"type": "Transitioning", "status": status, "message": "WaitForUses: reporting true: kubelet (worker)"},
+		}}}
+	}
+	if got := transitioningMessage(feature("True")); got != "WaitForUses: reporting true: kubelet (worker)" {
+		t.Errorf("in a transition: %q", got)
+	}
+	if got := transitioningMessage(feature("False")); got != "" {
+		t.Errorf("after it: %q", got)
+	}
+	if got := transitioningMessage(map[string]any{}); got != "" {
+		t.Errorf("no status: %q", got)
+	}
+}
