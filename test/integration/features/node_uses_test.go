@@ -45,8 +45,10 @@ import (
 // TestNodeReportsOnlyItsOwnUses runs the node authorizer and the
 // NodeRestriction admission plugin: a kubelet may add itself to the uses of a
 // Feature in kube-system and nothing else.
-func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
-	ctx := context.Background()
+// startNodeAPIServer starts a kube-apiserver with the Feature API, Node,RBAC
+// authorization and NodeRestriction, and returns clients by token: admin-token
+// (system:masters) and node1-token (system:node:node1).
+func startNodeAPIServer(t *testing.T) func(token string) clientset.Interface {
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokenFile, []byte(strings.Join([]string{
 		`admin-token,admin,uid1,"system:masters"`,
@@ -69,6 +71,12 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 		config.BearerToken = token
 		return clientset.NewForConfigOrDie(config)
 	}
+	return client
+}
+
+func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
+	ctx := context.Background()
+	client := startNodeAPIServer(t)
 	admin := client("admin-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
 	node1 := client("node1-token").FeaturesV1alpha1().Features(metav1.NamespaceSystem)
 
@@ -202,28 +210,7 @@ func TestNodeReportsOnlyItsOwnUses(t *testing.T) {
 func TestKubeletMovesToAFullSample(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	tokenFile := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokenFile, []byte(strings.Join([]string{
-		`admin-token,admin,uid1,"system:masters"`,
-		`node1-token,system:node:node1,uid2,"system:nodes"`,
-	}, "\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	server := kubeapiservertesting.StartTestServerOrDie(t, nil, []string{
-		"--endpoint-reconciler-type=none",
-		"--feature-gates=FeatureLifecycle=true",
-		"--runtime-config=features.k8s.io/v1alpha1=true",
-		"--authorization-mode=Node,RBAC",
-		"--token-auth-file=" + tokenFile,
-		"--enable-admission-plugins=NodeRestriction",
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-	}, framework.SharedEtcd())
-	t.Cleanup(server.TearDownFn)
-	client := func(token string) clientset.Interface {
-		config := restclient.AnonymousClientConfig(server.ClientConfig)
-		config.BearerToken = token
-		return clientset.NewForConfigOrDie(config)
-	}
+	client := startNodeAPIServer(t)
 	admin := client("admin-token")
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node1"},

@@ -118,23 +118,35 @@ func TestAdmitFeatureUses(t *testing.T) {
 			if tc.operation != "" {
 				operation = tc.operation
 			}
-			old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "balloonpod", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: stored}}
-			updated := old.DeepCopy()
-			updated.Status.Uses = tc.uses
-			node := &user.DefaultInfo{Name: "system:node:" + tc.node, Groups: []string{"system:nodes"}}
-			attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
-				featureResource.WithVersion("v1alpha1"), subresource, operation, &metav1.UpdateOptions{}, false, node)
-			err := newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("want the update admitted, got %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("want an error containing %q, got %v", tc.wantErr, err)
-			}
+			expectAdmission(t, admitNodeUses(t, tc.node, subresource, operation, stored, tc.uses), tc.wantErr)
 		})
+	}
+}
+
+// admitNodeUses runs NodeRestriction on a node's update of a Feature's uses
+// from stored to uses.
+func admitNodeUses(t *testing.T, nodeName, subresource string, operation admission.Operation, stored, uses []featuresapi.FeatureUse) error {
+	old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "balloonpod", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: stored}}
+	updated := old.DeepCopy()
+	updated.Status.Uses = uses
+	node := &user.DefaultInfo{Name: "system:node:" + nodeName, Groups: []string{"system:nodes"}}
+	attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
+		featureResource.WithVersion("v1alpha1"), subresource, operation, &metav1.UpdateOptions{}, false, node)
+	return newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil)
+}
+
+// expectAdmission fails the test when err is not what wantErr says: nil for
+// "", an error containing it otherwise.
+func expectAdmission(t *testing.T, err error, wantErr string) {
+	t.Helper()
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("want the update admitted, got %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Errorf("want an error containing %q, got %v", wantErr, err)
 	}
 }
 
@@ -162,22 +174,7 @@ func TestAdmitFeatureUsesMoveToAFullSample(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			old := &featuresapi.Feature{ObjectMeta: metav1.ObjectMeta{Name: "kubeletimagepullgate", Namespace: "kube-system"}, Status: featuresapi.FeatureStatus{Uses: stored}}
-			updated := old.DeepCopy()
-			updated.Status.Uses = tc.uses
-			node := &user.DefaultInfo{Name: "system:node:" + tc.node, Groups: []string{"system:nodes"}}
-			attrs := admission.NewAttributesRecord(updated, old, featuresapi.Kind("Feature").WithVersion("v1alpha1"), old.Namespace, old.Name,
-				featureResource.WithVersion("v1alpha1"), "uses", admission.Update, &metav1.UpdateOptions{}, false, node)
-			err := newFeaturesTestPlugin(t).Admit(context.TODO(), attrs, nil)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("want the update admitted, got %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("want an error containing %q, got %v", tc.wantErr, err)
-			}
+			expectAdmission(t, admitNodeUses(t, tc.node, "uses", admission.Update, stored, tc.uses), tc.wantErr)
 		})
 	}
 }
