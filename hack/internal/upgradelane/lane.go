@@ -472,7 +472,7 @@ func (l *Lane) runStep(ctx context.Context, client kubernetes.Interface, balloon
 	if s.check != nil {
 		found = append(found, s.check()...)
 	}
-	l.logf("== %s: %v, %d requests to the Service, %d failed; %d Features, transitions started %v; %d problems", s.name, time.Since(start).Round(time.Second), counts.Sent, counts.Failed, len(features), s.transitions, len(found))
+	l.logf("== %s: %v, %d requests to the Service, %d failed; %d Features, transitions started %v; %d problems", s.name, time.Since(start).Round(time.Second), counts.Sent, counts.Failed, len(features), started, len(found))
 	for _, p := range found {
 		l.logf("   %s", p)
 	}
