@@ -98,7 +98,7 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 		if !strings.Contains(out, "Deferred: ") || !strings.Contains(out, "not known yet") {
 			t.Fatal(err)
 		}
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 			p, err := pods.Get(ctx, balloon.Name, metav1.GetOptions{})
 			return err == nil && actualRequests(p) == "150m,24Mi", err
 		}); err != nil {
@@ -165,7 +165,7 @@ func checkBalloonAcrossReregistration(ctx context.Context, t *testing.T, c *Clus
 	// The scheduler's message names no taint ("node(s) had untolerated
 	// taint(s)"); the node has only this one.
 	var reason string
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(workload.Namespace).Get(ctx, workload.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

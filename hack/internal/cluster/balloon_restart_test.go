@@ -135,7 +135,7 @@ func smokeBalloon(name, cpu, memory string) *corev1.Pod {
 func waitRunning(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string) *corev1.Pod {
 	t.Helper()
 	var p *corev1.Pod
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		var err error
 		p, err = cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, nil
@@ -165,7 +165,7 @@ func deletePod(t testing.TB, cs kubernetes.Interface, pod *corev1.Pod) {
 		t.Errorf("deleting pod %s/%s: %v", pod.Namespace, pod.Name, err)
 		return
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
@@ -208,7 +208,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 		}
 		gen, verdict := p.Generation, ""
 		wantActual := want.Cpu().String() + "," + want.Memory().String()
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 			p, err = pods.Get(ctx, balloon.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -258,7 +258,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	// reports no balloon.
 	wantMetrics := []string{`kubelet_balloon_requests_cpu_cores 0.2`, `kubelet_balloon_requests_memory_bytes 3.3554432e+07`}
 	var metrics []byte
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		if metrics, err = c.kubeletMetrics(ctx); err != nil {
 			return false, err
 		}
@@ -306,7 +306,7 @@ func checkBalloonAcrossKubeletRestart(ctx context.Context, t *testing.T, c *Clus
 	restart()
 	unchanged(balloon, "200m,32Mi")
 	unchanged(workload, fmt.Sprintf("%dm,1Mi", free-100))
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		p, err := pods.Get(ctx, balloon.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -576,7 +576,7 @@ func (p *featureAPIProcesses) getFeature(ctx context.Context, name string) (*fea
 func (p *featureAPIProcesses) waitFeature(ctx context.Context, what string, timeout time.Duration, done func(*feature) bool) *feature {
 	p.t.Helper()
 	var last *feature
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		f, err := p.getFeature(ctx, balloonFeature)
 		if err != nil {
 			return false, nil
@@ -625,7 +625,7 @@ type failover struct {
 func (p *featureAPIProcesses) waitFailover(ctx context.Context, next *apiserverProc, inherited []string, timeout time.Duration) failover {
 	p.t.Helper()
 	var fo failover
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		list, err := p.featureList(ctx)
 		if err != nil {
 			return false, nil
@@ -695,7 +695,7 @@ func (p *featureAPIProcesses) featureNames(ctx context.Context) []string {
 func (p *featureAPIProcesses) waitLeaders(ctx context.Context, servers []*apiserverProc) map[string]int {
 	p.t.Helper()
 	var led map[string]int
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		list, err := p.featureList(ctx)
 		if err != nil {
 			return false, nil

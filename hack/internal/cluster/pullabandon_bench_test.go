@@ -165,7 +165,7 @@ func runDeletedPods(ctx context.Context, b *testing.B, cs kubernetes.Interface, 
 	if _, err := pods.Create(ctx, small, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		p, err := pods.Get(ctx, small.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, err
 	}); err != nil {

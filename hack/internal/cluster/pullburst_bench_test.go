@@ -305,7 +305,7 @@ func removeImages(ctx context.Context, b *testing.B, c *Cluster, repository stri
 		}
 		return string(out), nil
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		out, err := ctr("containers", "ls")
 		return !strings.Contains(out, repository), err
 	}); err != nil {
@@ -369,7 +369,7 @@ func runBurst(ctx context.Context, b *testing.B, cs kubernetes.Interface, regist
 	for err := range errs {
 		b.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
 		list, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -211,7 +211,7 @@ func TestVPANodeScope(t *testing.T) {
 	// The namespace, and in it the DaemonSet: its pod burns CPU (throttled to
 	// 300m) on the second node and idles on the first. Both request 30m: above
 	// the 25m minimum the idle node gets, below the busy node's lower bound.
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
@@ -224,7 +224,7 @@ func TestVPANodeScope(t *testing.T) {
 	t.Cleanup(func() {
 		cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
@@ -261,7 +261,7 @@ func TestVPANodeScope(t *testing.T) {
 	}
 	start = time.Now()
 	podsOn := map[string]string{} // node -> pod
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=agent"})
 		if err != nil {
 			return false, err
@@ -351,7 +351,7 @@ spec:
 	kubectl("", "wait", "--for=condition=Available", "--timeout=120s", "apiservice/v1beta1.metrics.k8s.io")
 	start = time.Now()
 	var usage map[string]string // pod -> CPU usage
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/namespaces/" + ns.Name + "/pods").DoRaw(ctx)
 		if err != nil {
 			t.Logf("pod metrics: %v", err)
@@ -411,7 +411,7 @@ spec:
 	// would resize both or neither.
 	start = time.Now()
 	var resized corev1.Pod
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		resized = daemonPods(t, ctx, cs, ns.Name)[busyNode]
 		if resized.UID != before[busyNode].UID {
 			return true, nil
@@ -476,7 +476,7 @@ spec:
 	// writes keep their first sample. The updater is stopped meanwhile (without
 	// slices it would apply the DaemonSet-wide range).
 	var ckBefore map[string]nodeCheckpoint
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		ckBefore = checkpointSlices(t, ctx, dyn, ns.Name)
 		for _, n := range []string{busyNode, idleNode} {
 			if ck, ok := ckBefore[n]; !ok || ck.last.Sub(ck.first) < e2eMinNodeHistory {
@@ -518,7 +518,7 @@ spec:
 		t.Errorf("the busy node's cpu lower bound %s after the restart is below the %s before it: its history was not restored whole", lowerAfter.String(), lowerBefore.String())
 	}
 	var ckAfter map[string]nodeCheckpoint
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		ckAfter = checkpointSlices(t, ctx, dyn, ns.Name)
 		for _, n := range []string{busyNode, idleNode} {
 			if !ckAfter[n].last.After(ckBefore[n].last) {
@@ -570,7 +570,7 @@ spec:
 	// Past the bound, by three updater loops.
 	activity := updaterActivity(t, ctx)
 	until := lastWrite.Add(e2eStaleAfter + 3*updaterInterval)
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Until(until)+time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Until(until)+time.Minute, true, func(context.Context) (bool, error) {
 		now := daemonPods(t, ctx, cs, ns.Name)
 		for _, n := range []string{busyNode, idleNode} {
 			if now[n].UID != outagePods[n].UID || podCPURequest(now[n]).Cmp(*podCPURequest(outagePods[n])) != 0 {
@@ -612,7 +612,7 @@ spec:
 	if err := c.DownSecondNode(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		recs = sliceTargetsOf(t, ctx, dyn, ns.Name)
 		ck := checkpointSlices(t, ctx, dyn, ns.Name)
 		_, busyRec := recs[busyNode]
@@ -636,7 +636,7 @@ spec:
 	}
 	start = time.Now()
 	var group nodeRec
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		group = sliceGroupTargets(t, ctx, dyn, ns.Name)["linux"]
 		return group.target != nil, nil
 	}); err != nil {
@@ -659,7 +659,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		left, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=" + busyNode})
 		return err == nil && len(left.Items) == 0, nil
 	}); err != nil {
@@ -690,7 +690,7 @@ spec:
 		t.Fatal(err)
 	}
 	left := map[string]int{}
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		for _, r := range []schema.GroupVersionResource{sliceResource, checkpointSliceResource, checkpointResource} {
 			list, err := dyn.Resource(r).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -726,7 +726,7 @@ spec:
 		t.Errorf("creating a VPA with scope node with the gate off: got %v, want the admission controller's refusal naming DaemonSetNodeScope", err)
 	}
 	start = time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		wide = wideRecommendation(t, ctx, dyn, ns.Name)
 		return wide.target != nil && wide.cpu().MilliValue() >= 150, nil
 	}); err != nil {
@@ -977,7 +977,7 @@ func (v *vpaComponents) start(ctx context.Context, gate bool, names ...string) {
 		if name != "vpa-admission-controller" {
 			continue
 		}
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 			w, err := hooks.Get(ctx, "vpa-webhook-config", metav1.GetOptions{})
 			return err == nil && w.UID != old, nil
 		}); err != nil {
@@ -1213,12 +1213,13 @@ func waitSliceTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, 
 	t.Helper()
 	var recs map[string]nodeRec
 	start := time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Second, timeout, true, func(context.Context) (bool, error) {
 		recs = sliceTargetsOf(t, ctx, dyn, ns)
 		return ok(recs), nil
 	}); err != nil {
-		t.Fatalf("no per-node recommendations as expected after %s (got %v); recommender log %s:\n%s",
-			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 30))
+		t.Fatalf("no per-node recommendations as expected after %s (got %v); recommender log %s:\n%s\nmetrics-server log %s:\n%s",
+			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 60),
+			c.logFile("metrics-server"), Tail(c.logFile("metrics-server"), 20))
 	}
 	return recs
 }
@@ -1307,7 +1308,7 @@ func daemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns s
 func waitNewPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, Node string, old types.UID) corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		var ok bool
 		p, ok = daemonPods(t, ctx, cs, ns)[Node]
 		return ok && p.UID != old && p.Status.Phase == corev1.PodRunning, nil
@@ -1321,7 +1322,7 @@ func waitNewPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, 
 func waitDaemonPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, nodes []string) map[string]corev1.Pod {
 	t.Helper()
 	var pods map[string]corev1.Pod
-	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		pods = daemonPods(t, ctx, cs, ns)
 		for _, n := range nodes {
 			if pods[n].Status.Phase != corev1.PodRunning {
