@@ -63,8 +63,8 @@ func stripNode(obj any) (any, error) {
 	}, nil
 }
 
-// Eligible tells whether the DaemonSet that controls the pod should run on the
-// node (ShouldRunOn). A pod without a DaemonSet as its controller, a DaemonSet,
+// Eligible tells whether the DaemonSet that controls the pod keeps its pod on
+// the node (KeepsPodOn). A pod without a DaemonSet as its controller, a DaemonSet,
 // pod or node that is not known is not eligible, nor a node whose name another
 // machine (UID) has now.
 func (n *Nodes) Eligible(podID model.PodID, ref model.NodeRef) bool {
@@ -84,7 +84,7 @@ func (n *Nodes) Eligible(podID model.PodID, ref model.NodeRef) bool {
 	if err != nil || node.UID != ref.UID {
 		return false
 	}
-	return ShouldRunOn(ds, node)
+	return KeepsPodOn(ds, node)
 }
 
 // NodeUID returns the UID of the node of the given name, and whether the node
@@ -108,24 +108,23 @@ func (n *Nodes) NodeLabel(nodeName, key string) (string, bool) {
 	return value, found
 }
 
-// ShouldRunOn tells whether the DaemonSet should run a pod on the node, as the
-// DaemonSet controller decides (NodeShouldRunDaemonPod): its pod template, with
-// the tolerations the controller adds to every pod of a DaemonSet, tolerates
-// the node's NoSchedule and NoExecute taints, and the template's nodeSelector
-// and required node affinity match the node. It reads the template, not a pod:
-// the controller replaces a pod's required node affinity by the node's name.
-func ShouldRunOn(ds *appsv1.DaemonSet, node *corev1.Node) bool {
+// KeepsPodOn tells whether the DaemonSet keeps a pod it runs on the node, as
+// the DaemonSet controller decides (the second result of
+// NodeShouldRunDaemonPod): the template's nodeSelector and required node
+// affinity match the node, and its tolerations, with those the controller adds
+// to every pod of a DaemonSet, tolerate the node's NoExecute taints. An
+// untolerated NoSchedule taint keeps new pods off the node but not the running
+// one: the node lifecycle controller adds node.kubernetes.io/not-ready:NoSchedule
+// whenever a node is NotReady, for as long as a kubelet restarts. It reads the
+// template, not a pod: the controller replaces a pod's required node affinity
+// by the node's name.
+func KeepsPodOn(ds *appsv1.DaemonSet, node *corev1.Node) bool {
 	spec := &ds.Spec.Template.Spec
 	tolerations := append(slices.Clip(spec.Tolerations), daemonPodTolerations...)
-	if spec.HostNetwork {
-		tolerations = append(tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
-	}
 	// Tolerations with the comparison operators (Gt, Lt) exist only where the
 	// API server allows them, so they are honoured here.
 	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations,
-		func(t *corev1.Taint) bool {
-			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-		}, true); untolerated {
+		func(t *corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }, true); untolerated {
 		return false
 	}
 	template := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: spec.NodeSelector, Affinity: spec.Affinity}}
@@ -133,16 +132,12 @@ func ShouldRunOn(ds *appsv1.DaemonSet, node *corev1.Node) bool {
 	return err == nil && matches
 }
 
-// daemonPodTolerations are the tolerations the DaemonSet controller adds to
-// every pod of a DaemonSet (k8s.io/kubernetes/pkg/controller/daemon/util
-// AddOrUpdateDaemonPodTolerations), the network-unavailable one aside, which
-// only pods with host network get. Appending them to the template's has the
-// same effect on which taints are tolerated as the controller's update.
+// daemonPodTolerations are the NoExecute tolerations the DaemonSet controller
+// adds to every pod of a DaemonSet (k8s.io/kubernetes/pkg/controller/daemon/util
+// AddOrUpdateDaemonPodTolerations; the others it adds are of NoSchedule taints,
+// which do not remove a running pod). Appending them to the template's has the
+// same effect on which NoExecute taints are tolerated as the controller's update.
 var daemonPodTolerations = []corev1.Toleration{
 	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 }

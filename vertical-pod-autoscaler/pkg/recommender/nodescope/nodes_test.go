@@ -152,7 +152,13 @@ func TestEligibleDaemonSetPods(t *testing.T) {
 			node: node("n", nil, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}), want: true},
 		{name: "memory pressure (tolerated by the controller's tolerations)", ds: newDaemonSet(nil, nil),
 			node: node("n", nil, corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}), want: true},
-		{name: "untolerated NoSchedule taint", ds: newDaemonSet(nil, nil), node: node("n", nil, gpuTaint), want: false},
+		// The controller keeps a running pod on a node with a NoSchedule taint
+		// it does not tolerate: the node still runs the pod.
+		{name: "untolerated NoSchedule taint", ds: newDaemonSet(nil, nil), node: node("n", nil, gpuTaint), want: true},
+		{name: "NotReady (the node lifecycle controller's NoSchedule taint)", ds: newDaemonSet(nil, nil),
+			node: node("n", nil, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}), want: true},
+		{name: "unreachable (NoExecute, tolerated by the controller's tolerations)", ds: newDaemonSet(nil, nil),
+			node: node("n", nil, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}), want: true},
 		{name: "tolerated NoSchedule taint", ds: newDaemonSet(nil, nil, tolerateGPU), node: node("n", nil, gpuTaint), want: true},
 		{name: "untolerated NoExecute taint", ds: newDaemonSet(nil, nil, tolerateGPU),
 			node: node("n", nil, corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoExecute}), want: false},
@@ -205,7 +211,7 @@ func TestEligibleOwner(t *testing.T) {
 }
 
 func TestNodes(t *testing.T) {
-	big := node("big", nil, corev1.Taint{Key: "gpu", Effect: corev1.TaintEffectNoSchedule})
+	big := node("big", nil, corev1.Taint{Key: "gpu", Effect: corev1.TaintEffectNoExecute})
 	big.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}}
 	ds := newDaemonSet(nil, nil)
 	nodes := newNodes(t, ds, node("plain", map[string]string{"pool": "spot"}), big, daemonSetPod(ds, "plain"), daemonSetPod(ds, "big"))
