@@ -387,7 +387,7 @@ spec:
 
 	// The per-node recommendations: one for each node, once each node's pod
 	// has e2eMinNodeHistory of usage.
-	recs := waitSliceTargets(t, ctx, dyn, c, ns.Name, 6*time.Minute, func(r map[string]nodeRec) bool {
+	recs := waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, 6*time.Minute, func(r map[string]nodeRec) bool {
 		return r[busyNode].target != nil && r[idleNode].target != nil
 	})
 	elapsed := time.Since(start).Round(time.Second)
@@ -426,7 +426,7 @@ spec:
 		t.Fatalf("the updater replaced the busy node's pod %s by %s instead of resizing it in place; updater log %s:\n%s",
 			before[busyNode].Name, resized.Name, c.logFile("vpa-updater"), Tail(c.logFile("vpa-updater"), 30))
 	}
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	recs = waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	t.Logf("MEASURED the updater resized %s (busy node) in place %s after the per-node recommendations: cpu request %s, actuated %s (node target %s)",
 		resized.Name, time.Since(start).Round(time.Second), podCPURequest(resized).String(), actuatedCPU(resized).String(), recs[busyNode].cpu().String())
 	if got, want := podCPURequest(resized), recs[busyNode].cpu(); got.Cmp(*want) != 0 {
@@ -447,7 +447,7 @@ spec:
 	// admission and the read after it (CI of 2026-11-29: 296m at admission,
 	// 300m a loop later): the request must be the node's target of just before
 	// the deletion or of just after the admission.
-	targetsBefore := waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	targetsBefore := waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	for _, n := range []string{busyNode, idleNode} {
 		if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, before[n].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -457,7 +457,7 @@ spec:
 	for _, n := range []string{busyNode, idleNode} {
 		admitted[n] = waitNewPod(t, ctx, cs, ns.Name, n, before[n].UID)
 	}
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	recs = waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	wide = wideRecommendation(t, ctx, dyn, ns.Name)
 	for _, n := range []string{busyNode, idleNode} {
 		if got, want, earlier := podCPURequest(admitted[n]), recs[n].cpu(), targetsBefore[n].cpu(); got.Cmp(*want) != 0 && got.Cmp(*earlier) != 0 {
@@ -495,7 +495,7 @@ spec:
 	}
 	comps.start(ctx, true, "vpa-recommender")
 	start = time.Now()
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	recs = waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	elapsed = time.Since(start).Round(time.Second)
 	t.Logf("MEASURED after a recommender restart, both nodes' entries again after %s: busy %v, idle %v (before: busy %v, idle %v)",
 		elapsed, recs[busyNode], recs[idleNode], recsBefore[busyNode], recsBefore[idleNode])
@@ -548,7 +548,7 @@ spec:
 	// updater that fell back to it for stale nodes would resize both pods, and
 	// an admission controller that did would give the new pod its target.
 	outagePods := daemonPods(t, ctx, cs, ns.Name)
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
+	recs = waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil && r[idleNode].target != nil })
 	// Each pod holds what its node's target was at its admission, which the
 	// recommender may have moved since within the node's bounds: within them,
 	// the updater has no reason to move it.
@@ -674,7 +674,7 @@ spec:
 	if got := podCPURequest(firstPod); got.Cmp(*group.cpu()) != 0 && (groupNow.target == nil || got.Cmp(*groupNow.cpu()) != 0) {
 		t.Errorf("the new node's first pod %s requests cpu %s, want its group's target %s (DaemonSet-wide %s)", firstPod.Name, got.String(), group.cpu().String(), wide.cpu().String())
 	}
-	recs = waitSliceTargets(t, ctx, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil })
+	recs = waitSliceTargets(t, ctx, cs, dyn, c, ns.Name, 2*time.Minute, func(r map[string]nodeRec) bool { return r[busyNode].target != nil })
 	t.Logf("MEASURED new node %s: first pod %s requests cpu %s at admission; its own entry %s later: %v",
 		busyNode, firstPod.Name, podCPURequest(firstPod).String(), time.Since(start).Round(time.Second), recs[busyNode])
 	activity = updaterActivity(t, ctx)
@@ -1209,7 +1209,7 @@ func sliceGroupTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface,
 }
 
 // waitSliceTargets polls the slices until ok holds.
-func waitSliceTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, c *Cluster, ns string, timeout time.Duration, ok func(map[string]nodeRec) bool) map[string]nodeRec {
+func waitSliceTargets(t *testing.T, ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, c *Cluster, ns string, timeout time.Duration, ok func(map[string]nodeRec) bool) map[string]nodeRec {
 	t.Helper()
 	var recs map[string]nodeRec
 	start := time.Now()
@@ -1217,11 +1217,40 @@ func waitSliceTargets(t *testing.T, ctx context.Context, dyn dynamic.Interface, 
 		recs = sliceTargetsOf(t, ctx, dyn, ns)
 		return ok(recs), nil
 	}); err != nil {
-		t.Fatalf("no per-node recommendations as expected after %s (got %v); recommender log %s:\n%s\nmetrics-server log %s:\n%s",
-			time.Since(start).Round(time.Second), recs, c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 60),
-			c.logFile("metrics-server"), Tail(c.logFile("metrics-server"), 20))
+		t.Fatalf("no per-node recommendations as expected after %s (got %v); %s\nrecommender log %s:\n%s\nmetrics-server log %s:\n%s",
+			time.Since(start).Round(time.Second), recs, recommenderInputs(t, ctx, cs, dyn, c, ns),
+			c.logFile("vpa-recommender"), Tail(c.logFile("vpa-recommender"), 60), c.logFile("metrics-server"), Tail(c.logFile("metrics-server"), 20))
 	}
 	return recs
+}
+
+// recommenderInputs says what a recommendation of each node depends on: the
+// recommender's process, each node's history in the checkpoint slices, and
+// each node's readiness, taints and pod.
+func recommenderInputs(t *testing.T, ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, c *Cluster, ns string) string {
+	t.Helper()
+	var b strings.Builder
+	_, running := c.Running("vpa-recommender")
+	fmt.Fprintf(&b, "recommender running: %v; now %s\n", running, time.Now().UTC().Format(time.RFC3339))
+	for name, ck := range checkpointSlices(t, ctx, dyn, ns) {
+		fmt.Fprintf(&b, "history of node %s: %d samples, %s to %s\n", name, ck.samples, ck.first.Format(time.RFC3339), ck.last.Format(time.RFC3339))
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := daemonPods(t, ctx, cs, ns)
+	for _, n := range nodes.Items {
+		ready := "unknown"
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				ready = string(cond.Status)
+			}
+		}
+		p := pods[n.Name]
+		fmt.Fprintf(&b, "node %s: Ready %s, taints %v; pod %s %s\n", n.Name, ready, n.Spec.Taints, p.Name, p.Status.Phase)
+	}
+	return b.String()
 }
 
 // wideRecommendation is the VPA agent's status.recommendation for the container agent.
