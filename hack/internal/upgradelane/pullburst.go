@@ -27,6 +27,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,8 +68,12 @@ func (b PullBurst) Run(ctx context.Context, workers []string) (report string, pr
 	defer stop()
 	ready := make(chan string, 1)
 	served := make(chan error, 1)
+	img, err := burstImage(b.Image)
+	if err != nil {
+		return "", nil, err
+	}
 	go func() {
-		served <- b.Serve(serving, burstPort, map[string]v1.Image{burstPath: b.Image}, func(addr string) { ready <- addr })
+		served <- b.Serve(serving, burstPort, map[string]v1.Image{burstPath: img}, func(addr string) { ready <- addr })
 	}()
 	var addr string
 	select {
@@ -225,6 +230,26 @@ func burstPods(addr string, workers []string, images, copies int, run int64) (po
 		}
 	}
 	return pods, aliases
+}
+
+// burstImage is img with a label in its config, so another image ID. The
+// kubelet keeps the credentials of its pulls by image ID
+// (KubeletEnsureSecretPulledImages): once it pulls an image ID under the
+// burst's names, that ID no longer counts as preloaded under any other name,
+// and the workloads' pods of the same busybox, preloaded with pull policy
+// Never, fail with ErrImageNeverPull wherever a drain moves them
+// (kubernetes/kubernetes#138175, open in v1.37.2).
+func burstImage(img v1.Image) (v1.Image, error) {
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	if cfg.Config.Labels == nil {
+		cfg.Config.Labels = map[string]string{}
+	}
+	cfg.Config.Labels["kube-carry.io/upgrade-lane"] = "pull-burst"
+	return mutate.ConfigFile(img, cfg)
 }
 
 // avoided reads the pull gate's count of pulls avoided from the kubelet's

@@ -17,12 +17,61 @@ limitations under the License.
 package upgradelane
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	corev1 "k8s.io/api/core/v1"
 )
+
+// The burst serves its own image ID, not the workloads': an ID the kubelet
+// pulls no longer counts as preloaded under the workloads' names
+// (kubernetes/kubernetes#138175), and their pods with pull policy Never then
+// fail wherever a drain moves them, as the lane's step e1 did on 2026-12-07.
+func TestBurstServesAnImageIDOfItsOwn(t *testing.T) {
+	workloads, err := random.Image(1024, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served v1.Image
+	burst := PullBurst{Image: workloads, Serve: func(_ context.Context, _ string, imgs map[string]v1.Image, _ func(string)) error {
+		served = imgs[burstPath]
+		return errors.New("no registry in this test")
+	}}
+	if _, _, err := burst.Run(context.Background(), []string{"w1"}); err == nil || !strings.Contains(err.Error(), "no registry in this test") {
+		t.Fatalf("Run: %v, want the registry's error", err)
+	}
+	if served == nil {
+		t.Fatalf("the burst served no image at %s", burstPath)
+	}
+	want, err := workloads.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := served.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == want {
+		t.Errorf("the burst serves image ID %s, the workloads' own", got)
+	}
+	wantLayers, _ := workloads.Layers()
+	gotLayers, err := served.Layers()
+	if err != nil || len(gotLayers) != len(wantLayers) {
+		t.Fatalf("the burst's image has %d layers (%v), want the workloads' %d", len(gotLayers), err, len(wantLayers))
+	}
+	for i := range wantLayers {
+		w, _ := wantLayers[i].Digest()
+		g, _ := gotLayers[i].Digest()
+		if g != w {
+			t.Errorf("layer %d is %s, want the workloads' %s: only the config differs", i, g, w)
+		}
+	}
+}
 
 // Every worker gets its own aliases, which no node pulled before (the run is
 // in the tag), and each alias is wanted by Copies pods on that worker at once:
