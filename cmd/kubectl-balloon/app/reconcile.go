@@ -407,11 +407,14 @@ func release(ctx context.Context, client kubernetes.Interface, out io.Writer, no
 	return nil
 }
 
-// reconcileNode keeps the node tainted while its balloon holds less than want,
-// and resizes the balloon to want.
+// reconcileNode keeps the node tainted while its balloon holds less than want
+// or a deleted balloon is still held, and resizes the balloon to want. The
+// taint stays through the pass that lets a deleted balloon go: release closed
+// the node for it, and opening it here would close it again on the next pass,
+// before the balloon is let go, on every pass.
 func reconcileNode(ctx context.Context, client kubernetes.Interface, out io.Writer, node *v1.Node, want v1.ResourceList, nodeBalloons *nodeBalloons) error {
 	balloons := nodeBalloons.bound
-	open := len(balloons) == 1 && holdsAtLeast(balloons[0], want)
+	open := len(nodeBalloons.held) == 0 && len(balloons) == 1 && holdsAtLeast(balloons[0], want)
 	if err := setBalloonPendingTaint(ctx, client, out, node.Name, !open); err != nil {
 		return err
 	}

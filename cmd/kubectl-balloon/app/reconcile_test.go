@@ -188,6 +188,36 @@ func TestReconcileReleasesADeletedBalloonAfterClosingItsNode(t *testing.T) {
 	}
 }
 
+// A deleted balloon beside one that already holds the recorded size (the
+// kubelet rejected the DaemonSet's first balloon at admission, and its
+// successor ran): the node stays closed until the deleted one is let go. The
+// pass that closed the node opened it again at once, since its one bound
+// balloon held the size, so the next pass found it open and closed it again,
+// and the deleted balloon was never let go (the upgrade lane, 2026-12-07).
+func TestReconcileReleasesADeletedBalloonBesideOneThatHoldsItsSize(t *testing.T) {
+	rejected := deletedBalloon("balloon-rejected", "node-a")
+	rejected.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "BalloonMemoryInUse"}
+	successor := newBalloon("balloon-new", "node-a", "2", "4Gi")
+	admit(successor)
+	e := newTestEnv(t, newNode("node-a", "4", "16Gi"), rejected, successor, recordedSizesConfigMap(recorded))
+
+	e.reconcile()
+	if !e.hasPendingTaint("node-a") || !slices.Contains(e.getPod("balloon-rejected").Finalizers, kubetypes.BalloonProtectionFinalizer) {
+		t.Fatalf("the first pass must leave the node closed and keep the deleted balloon; output %q", e.out.String())
+	}
+	e.reconcile()
+	if got := e.getPod("balloon-rejected").Finalizers; !slices.Equal(got, []string{"example.com/keep"}) {
+		t.Fatalf("the second pass must let the deleted balloon go: finalizers %v; output %q", got, e.out.String())
+	}
+	if !e.hasPendingTaint("node-a") {
+		t.Errorf("the node must stay closed in the pass that lets the balloon go; output %q", e.out.String())
+	}
+	e.reconcile()
+	if e.hasPendingTaint("node-a") {
+		t.Errorf("the node must open once no deleted balloon is held and its balloon holds its size; output %q", e.out.String())
+	}
+}
+
 // A deleted balloon of a node that was never sized (it holds the smallest
 // balloon), or whose node is gone, is let go without closing anything.
 func TestReconcileReleasesBalloonsOfUnsizedAndVanishedNodes(t *testing.T) {
