@@ -654,7 +654,9 @@ func (s *scaleRun) start(name string) {
 	bin := filepath.Join(s.root, "_output", "vpa", "bin")
 	// env sets the namespace of the components' status leases, as deploy/ does.
 	args := []string{"/usr/bin/env", "NAMESPACE=kube-system"}
-	common := []string{"--kubeconfig=" + s.kubeconfig, fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", s.gate), "--v=" + envOr("VPA_SCALE_V", "2")}
+	// --profiling serves /debug/pprof on each component's --address, so a run's
+	// loop can be profiled while it goes (docs/vpa-node-scope.md).
+	common := []string{"--kubeconfig=" + s.kubeconfig, fmt.Sprintf("--feature-gates=DaemonSetNodeScope=%t", s.gate), "--v=" + envOr("VPA_SCALE_V", "2"), "--profiling"}
 	var d cluster.Daemon
 	switch name {
 	case "vpa-recommender":
