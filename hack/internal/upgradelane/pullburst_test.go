@@ -59,14 +59,23 @@ func TestBurstServesAnImageIDOfItsOwn(t *testing.T) {
 	if got == want {
 		t.Errorf("the burst serves image ID %s, the workloads' own", got)
 	}
-	wantLayers, _ := workloads.Layers()
+	wantLayers, err := workloads.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
 	gotLayers, err := served.Layers()
 	if err != nil || len(gotLayers) != len(wantLayers) {
 		t.Fatalf("the burst's image has %d layers (%v), want the workloads' %d", len(gotLayers), err, len(wantLayers))
 	}
 	for i := range wantLayers {
-		w, _ := wantLayers[i].Digest()
-		g, _ := gotLayers[i].Digest()
+		w, err := wantLayers[i].Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := gotLayers[i].Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if g != w {
 			t.Errorf("layer %d is %s, want the workloads' %s: only the config differs", i, g, w)
 		}
